@@ -1,0 +1,56 @@
+"""The Target contract: how to build a config for a platform and how to measure it."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import Any
+
+from tunex.trial import Artifact, Config, Measurement, Workload
+
+__all__ = ["Target"]
+
+
+class Target(abc.ABC):
+    """A platform that configs are built for and measured on.
+
+    ``build`` is pure and safe to run anywhere, many at once (CPU workers, other processes): it
+    must not need the device. ``measure`` needs the device and is called one at a time per device.
+    Neither raises for a bad config: a config that cannot be built or run comes back as an
+    :class:`Artifact` / :class:`Measurement` with a failure status. Exceptions are for a target
+    that cannot work at all (missing toolchain, no device): :class:`~tunex.errors.TargetError`.
+    """
+
+    #: Registry name, e.g. ``"replay"`` or ``"triton_gpu"``.
+    name: str = "target"
+
+    @abc.abstractmethod
+    def fingerprint(self) -> Mapping[str, Any]:
+        """Facts that change measured results: device name and architecture, toolchain versions.
+
+        Becomes :attr:`Workload.target`, so it must be stable across runs on the same setup.
+        """
+
+    @abc.abstractmethod
+    def build(self, workload: Workload, config: Config) -> Artifact:
+        """Build ``config`` for ``workload``. Never raises for a bad config."""
+
+    @abc.abstractmethod
+    def measure(self, artifact: Artifact) -> Measurement:
+        """Measure a built artifact on the device. Never raises for a bad config.
+
+        An artifact whose build failed comes back as a measurement with the same status.
+        """
+
+    def facts(self) -> Mapping[str, float]:
+        """Numeric facts about the target that the cost model may use (e.g. SM count)."""
+        return {}
+
+    def close(self) -> None:
+        """Release devices and worker processes. Targets are context managers too."""
+
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
