@@ -1,0 +1,132 @@
+"""Feature extraction: config encoding + problem sizes + target facts + compile-time facts."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tunex.space import Pow2, Space
+from tunex.trial import Config, Workload
+
+__all__ = ["FeatureExtractor"]
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, numbers.Real):
+        return float(v)
+    return None
+
+
+class FeatureExtractor:
+    """Turns (configs, workload) into a numeric matrix a cost model can learn from.
+
+    Columns: the space's encoding of each config (log2 for powers of two, positions for
+    permutations, ...), then the numeric problem sizes of the workload (log2 of positive
+    values, so shapes a factor apart are equally far apart), then numeric target facts (e.g.
+    number of SMs, shared memory per block), then any compile-time ``facts`` given per config.
+    Problem and target columns are what lets a model trained on other shapes or devices
+    transfer to a new one.
+
+    Args:
+        space: the space the configs come from.
+        problem_keys: problem-size names to include (default: all numeric ones of the first
+            workload seen by :meth:`fit_keys`).
+        target_keys: numeric target facts to include.
+        fact_keys: per-config compile-time facts to include (missing ones are ``nan``).
+    """
+
+    def __init__(self, space: Space, problem_keys: Sequence[str] = (),
+                 target_keys: Sequence[str] = (), fact_keys: Sequence[str] = (),
+                 interactions: bool = True) -> None:
+        self.space = space
+        self.problem_keys = tuple(problem_keys)
+        self.target_keys = tuple(target_keys)
+        self.fact_keys = tuple(fact_keys)
+        self.interactions = interactions
+        # Kernel performance hangs on products (threads = bx * by, tile = tx * ty, smem ~
+        # BLOCK_M * BLOCK_K * stages) that trees split badly on raw values; log2 of each
+        # positive numeric parameter and sums of pairs of them (log2 of pairwise products) make
+        # those axis-aligned.
+        self._logcols: list[int] = []
+        self._is_log: list[bool] = []  # Pow2 columns are log2 already
+        col = 0
+        for p in space.params:
+            numeric = p.width == 1 and all(
+                isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0
+                for v in p.values)
+            if numeric and len(p.values) > 1:
+                self._logcols.append(col)
+                self._is_log.append(isinstance(p, Pow2))
+            col += p.width
+
+    @classmethod
+    def for_workloads(cls, space: Space, workloads: Sequence[Workload],
+                      fact_keys: Sequence[str] = ()) -> FeatureExtractor:
+        """Include every problem size and target fact that is numeric in all ``workloads``."""
+        def numeric_keys(maps: list[Mapping[str, Any]]) -> list[str]:
+            if not maps:
+                return []
+            keys = set(maps[0])
+            for m in maps[1:]:
+                keys &= set(m)
+            return sorted(k for k in keys if all(_num(m[k]) is not None for m in maps))
+        return cls(space, numeric_keys([w.problem for w in workloads]),
+                   numeric_keys([w.target for w in workloads]), fact_keys)
+
+    def _derived(self, X: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        if not self.interactions or not self._logcols:
+            return np.empty((len(X), 0)), []
+        names = self.space.feature_names
+        cols = self._logcols
+        L = X[:, cols].copy()
+        raw = [i for i, is_log in enumerate(self._is_log) if not is_log]
+        L[:, raw] = np.log2(L[:, raw])
+        parts = [L]
+        labels = [f"log2({names[c]})" for c in cols]
+        for i in range(len(cols)):
+            for j in range(i + 1, len(cols)):
+                parts.append(L[:, i:i + 1] + L[:, j:j + 1])
+                labels.append(f"log2({names[cols[i]]}*{names[cols[j]]})")
+        return np.hstack(parts), labels
+
+    @property
+    def feature_names(self) -> list[str]:
+        return (self.space.feature_names + self._derived(np.ones((1, sum(
+                    p.width for p in self.space.params))))[1]
+                + [f"problem.{k}" for k in self.problem_keys]
+                + [f"target.{k}" for k in self.target_keys]
+                + [f"fact.{k}" for k in self.fact_keys])
+
+    def context(self, workload: Workload | None) -> np.ndarray:
+        """The per-workload columns (problem sizes and target facts) as one row."""
+        vals: list[float] = []
+        for src, keys in ((workload.problem if workload else {}, self.problem_keys),
+                          (workload.target if workload else {}, self.target_keys)):
+            for k in keys:
+                v = _num(src.get(k))
+                if v is None:
+                    vals.append(math.nan)
+                else:
+                    vals.append(math.log2(v) if v > 0 else v)
+        return np.asarray(vals, dtype=np.float64)
+
+    def transform(self, configs: Sequence[Config], workload: Workload | None = None,
+                  facts: Sequence[Mapping[str, Any]] | None = None) -> np.ndarray:
+        X = self.space.encode(configs)
+        ctx = self.context(workload)
+        parts = [X, self._derived(X)[0], np.broadcast_to(ctx, (len(configs), ctx.size))]
+        if self.fact_keys:
+            F = np.full((len(configs), len(self.fact_keys)), math.nan)
+            for i, f in enumerate(facts or ()):
+                for j, k in enumerate(self.fact_keys):
+                    v = _num(f.get(k))
+                    if v is not None:
+                        F[i, j] = v
+            parts.append(F)
+        return np.hstack(parts)

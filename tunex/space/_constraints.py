@@ -1,0 +1,111 @@
+"""Constraints: predicates over parameters and problem sizes.
+
+A constraint is a Python callable whose argument names are the names it reads
+(``lambda BLOCK_M, M: BLOCK_M <= M``) or a restricted expression string
+(``"BLOCK_M * BLOCK_K * num_stages * 2 <= smem"``). Expression strings are parsed, not executed
+as code: only arithmetic, comparisons, boolean logic and a few pure functions are allowed, so
+spaces read from files are safe to load.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tunex.errors import SpaceError
+
+__all__ = ["Constraint"]
+
+_FUNCTIONS: dict[str, Any] = {
+    "min": min, "max": max, "abs": abs, "int": int, "float": float, "len": len, "round": round,
+    "log2": math.log2, "ceil": math.ceil, "floor": math.floor, "sqrt": math.sqrt,
+    "all": all, "any": any,
+}
+_ALLOWED = (
+    ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
+    ast.Invert, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
+    ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr, ast.BitXor, ast.Compare, ast.Eq, ast.NotEq,
+    ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn, ast.Is, ast.IsNot, ast.IfExp, ast.Name,
+    ast.Load, ast.Constant, ast.Tuple, ast.List, ast.Call, ast.Subscript, ast.Index if hasattr(
+        ast, "Index") else ast.Constant,
+)
+
+
+class Constraint:
+    """A predicate that valid points satisfy.
+
+    Args:
+        rule: a callable (its parameter names say what it reads) or an expression string.
+        names: override the names the rule reads (for callables taking ``**kwargs``).
+        description: text shown when a config violates it; defaults to the expression.
+
+    Evaluating a rule that raises (e.g. a division by zero) counts as a violation.
+    """
+
+    def __init__(self, rule: Callable[..., Any] | str, names: tuple[str, ...] | None = None,
+                 description: str | None = None) -> None:
+        if isinstance(rule, Constraint):
+            rule, names, description = rule.rule, rule.names, rule.description
+        self.rule = rule
+        if isinstance(rule, str):
+            self.description = description or rule
+            tree = self._parse(rule)
+            found = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+                           - set(_FUNCTIONS))
+            self._code = compile(tree, "<constraint>", "eval")
+            self.names = tuple(names if names is not None else found)
+            self._fn: Callable[[Mapping[str, Any]], Any] = self._eval_expr
+        elif callable(rule):
+            self.description = description or getattr(rule, "__name__", repr(rule))
+            if names is None:
+                sig = inspect.signature(rule)
+                bad = [p.name for p in sig.parameters.values()
+                       if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+                if bad:
+                    raise SpaceError(
+                        f"constraint {self.description!r} takes *args/**kwargs; name the "
+                        "parameters it reads as its arguments, or pass names=(...)"
+                    )
+                names = tuple(sig.parameters)
+            self.names = tuple(names)
+            fn = rule
+            self._fn = lambda env: fn(**{n: env[n] for n in self.names})
+        else:
+            raise SpaceError(f"a constraint must be a callable or a string, got {rule!r}")
+        if not self.names:
+            raise SpaceError(f"constraint {self.description!r} reads no parameter")
+
+    @staticmethod
+    def _parse(text: str) -> ast.Expression:
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+        except SyntaxError as e:
+            raise SpaceError(f"constraint {text!r} is not a valid expression: {e.msg}") from None
+        for node in ast.walk(tree):
+            if not isinstance(node, _ALLOWED):
+                raise SpaceError(
+                    f"constraint {text!r} uses {type(node).__name__}, which is not allowed in "
+                    "expression strings; write it as a Python callable instead"
+                )
+            if isinstance(node, ast.Call) and not (
+                isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
+            ):
+                raise SpaceError(
+                    f"constraint {text!r} calls a function outside {sorted(_FUNCTIONS)}"
+                )
+        return tree
+
+    def _eval_expr(self, env: Mapping[str, Any]) -> Any:
+        return eval(self._code, {"__builtins__": {}, **_FUNCTIONS}, dict(env))
+
+    def __call__(self, env: Mapping[str, Any]) -> bool:
+        try:
+            return bool(self._fn(env))
+        except (ArithmeticError, ValueError, TypeError, IndexError):
+            return False
+
+    def __repr__(self) -> str:
+        return f"Constraint({self.description!r})"

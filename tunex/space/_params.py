@@ -1,0 +1,165 @@
+"""Parameter kinds. Every parameter has a finite, ordered domain of hashable values."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tunex.errors import SpaceError
+
+__all__ = ["Bool", "Choice", "Int", "Param", "Permutation", "Pow2"]
+
+
+class Param:
+    """A named tuning parameter with a finite domain.
+
+    Attributes:
+        name: identifier used in configs and constraints (must be a Python identifier).
+        values: the domain, in order.
+        ordered: whether neighbouring values in :attr:`values` are "close" (block sizes are,
+            algorithm choices are not); drives :meth:`Space.neighbours`.
+        default: the value a kernel uses when nothing better is known.
+    """
+
+    ordered: bool = True
+
+    def __init__(self, name: str, values: Iterable[Any], *, default: Any = None) -> None:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise SpaceError(f"parameter name {name!r} must be a Python identifier")
+        vals = tuple(values)
+        if not vals:
+            raise SpaceError(
+                f"parameter {name!r} has an empty domain: give it at least one value"
+            )
+        if len(set(vals)) != len(vals):
+            raise SpaceError(f"parameter {name!r} lists a value twice: {vals!r}")
+        self.name = name
+        self.values = vals
+        self._index = {v: i for i, v in enumerate(vals)}
+        if default is not None and default not in self._index:
+            raise SpaceError(f"default {default!r} of {name!r} is not one of {vals!r}")
+        self.default = vals[0] if default is None else default
+
+    @property
+    def width(self) -> int:
+        """Number of numeric features :meth:`encode` produces."""
+        return 1
+
+    def index(self, value: Any) -> int:
+        try:
+            return self._index[value]
+        except (KeyError, TypeError):
+            raise SpaceError(f"{value!r} is not a value of {self.name!r} {self.values!r}") from None
+
+    def __contains__(self, value: object) -> bool:
+        try:
+            return value in self._index
+        except TypeError:
+            return False
+
+    def encode(self, value: Any) -> list[float]:
+        return [float(value)]
+
+    def neighbours(self, value: Any) -> list[Any]:
+        """Values one step away: adjacent ones if ordered, all others otherwise."""
+        i = self.index(value)
+        if self.ordered:
+            return [self.values[j] for j in (i - 1, i + 1) if 0 <= j < len(self.values)]
+        return [v for v in self.values if v != value]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": type(self).__name__, "name": self.name, "values": list(self.values),
+                "default": self.default}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.values!r})"
+
+
+class Int(Param):
+    """Integers ``low, low+step, ..., <= high``."""
+
+    def __init__(self, name: str, low: int, high: int, step: int = 1, *,
+                 default: int | None = None) -> None:
+        if step <= 0:
+            raise SpaceError(f"parameter {name!r}: step must be positive, got {step}")
+        if high < low:
+            raise SpaceError(f"parameter {name!r}: empty range {low}..{high}; swap the bounds?")
+        super().__init__(name, range(low, high + 1, step), default=default)
+
+
+class Pow2(Param):
+    """Powers of two from ``low`` to ``high`` inclusive (both powers of two)."""
+
+    def __init__(self, name: str, low: int, high: int, *, default: int | None = None) -> None:
+        for b in (low, high):
+            if b < 1 or b & (b - 1):
+                raise SpaceError(f"parameter {name!r}: bound {b} is not a power of two")
+        if high < low:
+            raise SpaceError(f"parameter {name!r}: empty range {low}..{high}; swap the bounds?")
+        vals = [1 << k for k in range(low.bit_length() - 1, high.bit_length())]
+        super().__init__(name, vals, default=default)
+
+    def encode(self, value: Any) -> list[float]:
+        return [math.log2(value)]
+
+
+class Choice(Param):
+    """One of a list of values. Numeric choices are ordered by default, others are not."""
+
+    def __init__(self, name: str, values: Sequence[Any], *, ordered: bool | None = None,
+                 default: Any = None) -> None:
+        super().__init__(name, values, default=default)
+        self.numeric = all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                           for v in self.values)
+        self.ordered = self.numeric if ordered is None else ordered
+
+    def encode(self, value: Any) -> list[float]:
+        return [float(value)] if self.numeric else [float(self.index(value))]
+
+
+class Bool(Param):
+    """``False`` or ``True``."""
+
+    ordered = False
+
+    def __init__(self, name: str, *, default: bool = False) -> None:
+        super().__init__(name, (False, True), default=default)
+
+
+class Permutation(Param):
+    """An ordering of items, e.g. loop order ``("m", "n", "k")``; values are tuples.
+
+    Neighbours swap two adjacent items; the encoding is the position of each item.
+    """
+
+    ordered = False
+
+    def __init__(self, name: str, items: Sequence[Any], *, default: Sequence[Any] | None = None
+                 ) -> None:
+        self.items = tuple(items)
+        if len(self.items) > 8:
+            raise SpaceError(
+                f"parameter {name!r}: {len(self.items)} items give {math.factorial(len(self.items))}"
+                " orders; split it into several permutations of at most 8 items"
+            )
+        super().__init__(name, itertools.permutations(self.items),
+                         default=None if default is None else tuple(default))
+
+    @property
+    def width(self) -> int:
+        return len(self.items)
+
+    def encode(self, value: Any) -> list[float]:
+        return [float(value.index(item)) for item in self.items]
+
+    def neighbours(self, value: Any) -> list[Any]:
+        self.index(value)
+        out = []
+        for i in range(len(value) - 1):
+            v = list(value)
+            v[i], v[i + 1] = v[i + 1], v[i]
+            out.append(tuple(v))
+        return out

@@ -1,0 +1,442 @@
+"""Space: parameters + constraints, with exact counting, lazy enumeration and uniform sampling.
+
+Valid points are never listed to be counted or sampled. Parameters are put in an order where
+constraints can be checked early, and the number of valid completions of a partial assignment
+is memoised by the values of the assigned parameters that later constraints still read (the
+"frontier"). For kernel spaces, where constraints tie a few parameters together, the frontier
+stays small, so counting is fast even when the raw product is 10^8 or more and constraints cut
+most of it. The counts then give exact ranking: point ``i`` of the valid set can be built
+directly, which makes uniform sampling (with or without replacement) and partitioned
+enumeration cheap.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tunex.errors import ConfigError, SpaceError
+from tunex.space._constraints import Constraint
+from tunex.space._params import Bool, Choice, Param, Permutation, Pow2
+from tunex.trial import Config
+
+__all__ = ["Space"]
+
+RngLike = int | np.random.Generator | None
+
+
+def _rng(rng: RngLike) -> np.random.Generator:
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+class Space:
+    """A declarative search space.
+
+    Args:
+        params: the tuning parameters.
+        constraints: callables or expression strings over parameter and problem names.
+        problem: names of problem sizes that constraints may read (``M``, ``smem``, ...); their
+            values are given later with :meth:`bind` (or now, with ``bound``).
+        bound: values for some or all problem names.
+        name: a label for messages.
+
+    Raises:
+        SpaceError: a duplicate name, a constraint reading an unknown name, or (once every
+            problem name has a value) constraints that leave no valid point.
+
+    Example::
+
+        space = Space(
+            [Pow2("BLOCK_M", 16, 256), Pow2("BLOCK_K", 16, 128), Int("num_stages", 2, 5)],
+            constraints=["(BLOCK_M * BLOCK_K) * num_stages * 2 <= smem"],
+            problem=["smem"],
+        ).bind(smem=232_448)
+        space.size, space.sample(4, rng=0)
+    """
+
+    _MEMO_LIMIT = 4_000_000
+
+    def __init__(self, params: Sequence[Param],
+                 constraints: Iterable[Constraint | Callable[..., Any] | str] = (),
+                 problem: Iterable[str] = (), *, bound: Mapping[str, Any] | None = None,
+                 name: str = "space") -> None:
+        self.name = name
+        self.params: tuple[Param, ...] = tuple(params)
+        if not self.params:
+            raise SpaceError(f"{name}: a space needs at least one parameter")
+        self.names = tuple(p.name for p in self.params)
+        dup = {n for n in self.names if self.names.count(n) > 1}
+        if dup:
+            raise SpaceError(f"{name}: parameter names given twice: {sorted(dup)}")
+        self._by_name = {p.name: p for p in self.params}
+        self.problem = tuple(problem)
+        clash = set(self.problem) & set(self.names)
+        if clash:
+            raise SpaceError(f"{name}: {sorted(clash)} are both parameters and problem sizes")
+        self.constraints = tuple(Constraint(c) for c in constraints)
+        known = set(self.names) | set(self.problem)
+        for c in self.constraints:
+            unknown = [n for n in c.names if n not in known]
+            if unknown:
+                raise SpaceError(
+                    f"{name}: constraint {c.description!r} reads {unknown}, which is neither a "
+                    f"parameter {list(self.names)} nor a declared problem size "
+                    f"{list(self.problem)}; fix the name or add it to problem=[...]"
+                )
+        self.bound: dict[str, Any] = {}
+        if bound:
+            self._check_bound(bound)
+            self.bound = dict(bound)
+        self._plan()
+        if self.is_bound and self.size == 0:
+            raise SpaceError(
+                f"{name}: the constraints leave no valid point"
+                + (f" for {self.bound}" if self.bound else "")
+                + "; relax a constraint or widen a parameter's range"
+            )
+
+    # -- declaration ---------------------------------------------------------------------------
+
+    def _check_bound(self, values: Mapping[str, Any]) -> None:
+        unknown = [k for k in values if k not in self.problem]
+        if unknown:
+            raise SpaceError(f"{self.name}: {unknown} are not problem sizes of this space "
+                             f"(declared: {list(self.problem)})")
+
+    def bind(self, **values: Any) -> Space:
+        """A copy of this space with problem sizes fixed (e.g. ``bind(M=4096, smem=232448)``)."""
+        self._check_bound(values)
+        return Space(self.params, self.constraints, self.problem,
+                     bound={**self.bound, **values}, name=self.name)
+
+    @property
+    def is_bound(self) -> bool:
+        return all(n in self.bound for n in self.problem)
+
+    def _require_bound(self) -> None:
+        if not self.is_bound:
+            missing = [n for n in self.problem if n not in self.bound]
+            raise SpaceError(f"{self.name}: problem sizes {missing} have no value; "
+                             "call space.bind(...) first")
+
+    def param(self, name: str) -> Param:
+        return self._by_name[name]
+
+    # -- ordering and counting -----------------------------------------------------------------
+
+    def _plan(self) -> None:
+        """Order parameters so constraints are checked early and the frontier stays small."""
+        cons_vars = [frozenset(n for n in c.names if n in self._by_name) for c in self.constraints]
+        order: list[str] = []
+        left = list(self.names)
+        while left:
+            def cost(cand: str) -> tuple[float, int]:
+                placed = set(order) | {cand}
+                frontier = {v for vs in cons_vars if not vs <= placed for v in vs & placed}
+                closes = sum(1 for vs in cons_vars if cand in vs and vs <= placed)
+                width = sum(math.log(len(self._by_name[v].values)) for v in frontier)
+                return (width - 0.01 * closes, self.names.index(cand))
+            best = min(left, key=cost)
+            order.append(best)
+            left.remove(best)
+        self._order = tuple(self._by_name[n] for n in order)
+        pos = {n: i for i, n in enumerate(order)}
+        n = len(order)
+        # constraints checked when the last parameter they read is placed (level = position+1);
+        # constraints reading only problem sizes are checked at level 0.
+        self._checks: list[list[Constraint]] = [[] for _ in range(n + 1)]
+        for c, vs in zip(self.constraints, cons_vars):
+            level = max((pos[v] + 1 for v in vs), default=0)
+            self._checks[level].append(c)
+        self._frontier: list[tuple[int, ...]] = []
+        for level in range(n + 1):
+            placed = set(order[:level])
+            front = sorted({pos[v] for vs in cons_vars if not vs <= placed for v in vs & placed})
+            self._frontier.append(tuple(front))
+        self._memo: list[dict[tuple[Any, ...], int]] = [{} for _ in range(n + 1)]
+        self._memo_size = 0
+
+    def _ok(self, level: int, env: dict[str, Any]) -> bool:
+        return all(c(env) for c in self._checks[level])
+
+    def _count(self, level: int, values: list[Any], env: dict[str, Any]) -> int:
+        """Number of valid completions of the first ``level`` placed values."""
+        n = len(self._order)
+        if level == n:
+            return 1
+        key = tuple(values[i] for i in self._frontier[level])
+        memo = self._memo[level]
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        p = self._order[level]
+        total = 0
+        for v in p.values:
+            env[p.name] = v
+            values.append(v)
+            if self._ok(level + 1, env):
+                total += self._count(level + 1, values, env)
+            values.pop()
+        del env[p.name]
+        memo[key] = total
+        self._memo_size += 1
+        if self._memo_size > self._MEMO_LIMIT:
+            raise SpaceError(
+                f"{self.name}: constraints tie too many parameters together to count the space "
+                "exactly; split a large constraint into smaller ones"
+            )
+        return total
+
+    @property
+    def raw_size(self) -> int:
+        """Size of the Cartesian product, before constraints."""
+        return math.prod(len(p.values) for p in self.params)
+
+    @property
+    def size(self) -> int:
+        """Number of valid points."""
+        self._require_bound()
+        env = dict(self.bound)
+        if not self._ok(0, env):
+            return 0
+        return self._count(0, [], env)
+
+    def __len__(self) -> int:
+        return self.size
+
+    # -- points --------------------------------------------------------------------------------
+
+    def _walk(self, index: int) -> Config:
+        """The valid point with rank ``index`` (in :meth:`__iter__` order)."""
+        env = dict(self.bound)
+        values: list[Any] = []
+        for level, p in enumerate(self._order):
+            for v in p.values:
+                env[p.name] = v
+                values.append(v)
+                if self._ok(level + 1, env):
+                    c = self._count(level + 1, values, env) if level + 1 < len(self._order) else 1
+                    if index < c:
+                        break
+                    index -= c
+                values.pop()
+            else:  # pragma: no cover - guarded by the caller's range check
+                raise IndexError("rank out of range")
+        return Config({p.name: env[p.name] for p in self.params})
+
+    def at(self, index: int) -> Config:
+        """The valid point of rank ``index``, ``0 <= index < size``."""
+        size = self.size
+        if not 0 <= index < size:
+            raise IndexError(f"rank {index} outside 0..{size - 1}")
+        return self._walk(index)
+
+    def __iter__(self) -> Iterator[Config]:
+        """Valid points, lazily, skipping subtrees with no valid point."""
+        self._require_bound()
+        env = dict(self.bound)
+        if not self._ok(0, env):
+            return
+        n = len(self._order)
+        values: list[Any] = []
+
+        def rec(level: int) -> Iterator[Config]:
+            if level == n:
+                yield Config({p.name: env[p.name] for p in self.params})
+                return
+            p = self._order[level]
+            for v in p.values:
+                env[p.name] = v
+                values.append(v)
+                if self._ok(level + 1, env) and self._count(level + 1, values, env):
+                    yield from rec(level + 1)
+                values.pop()
+            env.pop(p.name, None)
+
+        yield from rec(0)
+
+    def sample(self, n: int = 1, rng: RngLike = None, *, unique: bool = True,
+               exclude: Iterable[Config] = ()) -> list[Config]:
+        """``n`` valid points drawn uniformly (without replacement when ``unique``).
+
+        Returns fewer than ``n`` when the space (minus ``exclude``) has fewer points.
+        """
+        gen = _rng(rng)
+        size = self.size
+        if not unique:
+            return [self._walk(int(i)) for i in gen.integers(0, size, n)]
+        seen = set(exclude)
+        free = size - sum(1 for c in seen if c in self)
+        n = min(n, max(free, 0))
+        out: list[Config] = []
+        if n == 0:
+            return out
+        if n > free // 4:  # dense request: permute ranks instead of rejecting
+            for i in gen.permutation(size):
+                c = self._walk(int(i))
+                if c not in seen:
+                    out.append(c)
+                    seen.add(c)
+                    if len(out) == n:
+                        break
+            return out
+        while len(out) < n:
+            c = self._walk(int(gen.integers(0, size)))
+            if c not in seen:
+                seen.add(c)
+                out.append(c)
+        return out
+
+    def violations(self, config: Mapping[str, Any]) -> list[str]:
+        """Why ``config`` is not a valid point (empty list: it is)."""
+        problems = [f"missing parameter {n!r}" for n in self.names if n not in config]
+        problems += [f"unknown parameter {k!r}" for k in config if k not in self._by_name]
+        if problems:
+            return problems
+        for p in self.params:
+            if config[p.name] not in p:
+                problems.append(f"{p.name}={config[p.name]!r} is not one of {list(p.values)}")
+        if problems:
+            return problems
+        env = {**self.bound, **config}
+        return [f"violates {c.description}" for level in self._checks for c in level
+                if not c(env)]
+
+    def __contains__(self, config: object) -> bool:
+        return isinstance(config, Mapping) and not self.violations(config)
+
+    def validate(self, config: Mapping[str, Any]) -> Config:
+        """``config`` as a :class:`Config`, or :class:`ConfigError` saying what is wrong."""
+        problems = self.violations(config)
+        if problems:
+            raise ConfigError(f"{self.name}: {dict(config)} is not a valid point: "
+                              + "; ".join(problems))
+        return config if isinstance(config, Config) else Config(config)
+
+    def default(self) -> Config:
+        """The parameters' defaults if that point is valid, else the first valid point."""
+        c = Config({p.name: p.default for p in self.params})
+        return c if c in self else self.at(0)
+
+    def neighbours(self, config: Config, *, hamming: bool = False) -> list[Config]:
+        """Valid points that differ from ``config`` in one parameter.
+
+        By default one step (adjacent value of an ordered parameter, any value of an unordered
+        one, one adjacent swap of a permutation); ``hamming=True`` allows any other value.
+        """
+        out = []
+        for p in self.params:
+            cur = config[p.name]
+            cands = [v for v in p.values if v != cur] if hamming else p.neighbours(cur)
+            for v in cands:
+                c = config.replace(**{p.name: v})
+                if c in self:
+                    out.append(c)
+        return out
+
+    # -- numbers -------------------------------------------------------------------------------
+
+    @property
+    def feature_names(self) -> list[str]:
+        names: list[str] = []
+        for p in self.params:
+            if p.width == 1:
+                names.append(p.name)
+            else:
+                names += [f"{p.name}[{item}]" for item in getattr(p, "items", range(p.width))]
+        return names
+
+    def encode(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """Numeric matrix, one row per config (log2 for powers of two, positions for orders)."""
+        width = sum(p.width for p in self.params)
+        out = np.empty((len(configs), width), dtype=np.float64)
+        for r, c in enumerate(configs):
+            row: list[float] = []
+            for p in self.params:
+                row += p.encode(c[p.name])
+            out[r] = row
+        return out
+
+    # -- serialisation -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able declaration. Only expression-string constraints can be written out."""
+        cons = []
+        for c in self.constraints:
+            if not isinstance(c.rule, str):
+                raise SpaceError(f"constraint {c.description!r} is a Python callable and cannot "
+                                 "be written to JSON; use an expression string")
+            cons.append(c.rule)
+        return {"name": self.name, "params": [p.to_dict() for p in self.params],
+                "constraints": cons, "problem": list(self.problem), "bound": self.bound}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Space:
+        kinds: dict[str, Callable[..., Param]] = {
+            "Int": lambda n, vs, dflt: Choice(n, vs, ordered=True, default=dflt),
+            "Pow2": lambda n, vs, dflt: Pow2(n, min(vs), max(vs), default=dflt),
+            "Choice": lambda n, vs, dflt: Choice(n, vs, default=dflt),
+            "Bool": lambda n, vs, dflt: Bool(n, default=bool(dflt)),
+            "Permutation": lambda n, vs, dflt: Permutation(
+                n, vs[0], default=None if dflt is None else tuple(dflt)),
+        }
+        try:
+            params = [kinds[p["kind"]](p["name"], p["values"], p.get("default"))
+                      for p in d["params"]]
+            return cls(params, d.get("constraints", ()), d.get("problem", ()),
+                       bound=d.get("bound") or None, name=d.get("name", "space"))
+        except (KeyError, TypeError, IndexError) as e:
+            raise SpaceError(f"malformed space declaration: missing or bad field {e}") from None
+
+    @classmethod
+    def from_t1(cls, path: str | Path, *, values: Mapping[str, Sequence[Any]] | None = None
+                ) -> Space:
+        """Read a space in the T1 JSON format (``ConfigurationSpace.TuningParameters`` and
+        ``Conditions``). ``values`` overrides parameter domains (e.g. with the values a
+        recorded cache actually holds); parameters with a single value become constants."""
+        try:
+            doc = json.loads(Path(path).read_text())
+            cs = doc["ConfigurationSpace"]
+            declared: dict[str, list[Any]] = {}
+            for p in cs["TuningParameters"]:
+                vals = p["Values"]
+                if isinstance(vals, str):
+                    vals = _eval_values(vals)
+                declared[p["Name"]] = list(vals)
+            conds = [c["Expression"] for c in cs.get("Conditions", [])]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SpaceError(f"{path}: not a readable T1 space definition ({e})") from None
+        if values:
+            declared.update({k: list(v) for k, v in values.items()})
+        params = [Choice(n, vs, ordered=True) for n, vs in declared.items() if len(vs) > 1]
+        consts = {n: vs[0] for n, vs in declared.items() if len(vs) == 1}
+        return cls(params, conds, problem=list(consts), bound=consts,
+                   name=Path(path).stem)
+
+    def __repr__(self) -> str:
+        return (f"Space({self.name!r}, params={list(self.names)}, "
+                f"constraints={len(self.constraints)}, raw_size={self.raw_size})")
+
+
+def _eval_values(text: str) -> list[Any]:
+    """T1 domains are Python list expressions (``[32 * i for i in range(1, 32)]``)."""
+    tree = ast.parse(text, mode="eval")
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Attribute, ast.Lambda)) or (
+            isinstance(node, ast.Call)
+            and not (isinstance(node.func, ast.Name) and node.func.id in ("range", "list"))
+        ):
+            raise ValueError(f"domain {text!r} is not a plain list expression")
+    return list(eval(compile(tree, "<domain>", "eval"),
+                     {"__builtins__": {}, "range": range, "list": list}))
+
+
+
+
+

@@ -1,0 +1,185 @@
+"""Replay target: answers measurements from a recorded, brute-forced tuning space.
+
+Reads Kernel Tuner cache files (gzip'd or plain JSON: ``tune_params_keys``, ``tune_params`` and
+``cache`` keyed by the comma-joined parameter values, each entry with ``time`` (mean ms, or an
+error string for a failed config) and ``times`` (the repeats)). tunex records its own spaces in
+the same format, with an optional top-level ``restrictions`` list of constraint expressions.
+
+The space searched is the recorded parameters with their constraints, taken from (in order)
+the file's ``restrictions``, an explicit T1 space definition, or a T1 definition found beside
+the data (``../space_definitions/*.json`` whose parameters cover the file's). Without any, it is
+the Cartesian product, and points missing from the cache fail as ``invalid``: like on hardware,
+proposing them costs a trial.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tunex.errors import TargetError
+from tunex.space import Choice, Space
+from tunex.targets._base import Target
+from tunex.trial import Artifact, Config, Measurement, Status, Workload
+
+__all__ = ["ReplayTarget", "load_recorded"]
+
+_FAILURES = {
+    "CompilationFailedConfig": Status.COMPILE_ERROR,
+    "RuntimeFailedConfig": Status.RUNTIME_ERROR,
+    "InvalidConfig": Status.INVALID,
+}
+
+
+def load_recorded(path: str | Path) -> dict[str, Any]:
+    """Read a recorded space (``.json`` or ``.json.gz``) with a clear error when it is not one."""
+    p = Path(path)
+    if not p.is_file():
+        raise TargetError(f"recorded space {p} does not exist; pass replay:PATH to a cache file")
+    try:
+        raw = p.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        doc = json.loads(raw)
+        for key in ("tune_params_keys", "tune_params", "cache"):
+            doc[key]  # noqa: B018 - presence check
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+        raise TargetError(
+            f"{p} is not a recorded tuning space (Kernel Tuner cache format expected: "
+            f"tune_params_keys, tune_params, cache): {e}"
+        ) from None
+    return doc
+
+
+def _find_definition(path: Path, keys: list[str]) -> Path | None:
+    """A T1 definition beside the data whose parameters cover the recorded ones."""
+    for folder in (path.parent.parent / "space_definitions", path.parent / "space_definitions"):
+        if not folder.is_dir():
+            continue
+        for f in sorted(folder.glob("*.json")):
+            try:
+                names = {p["Name"] for p in
+                         json.loads(f.read_text())["ConfigurationSpace"]["TuningParameters"]}
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if set(keys) <= names:
+                return f
+    return None
+
+
+class ReplayTarget(Target):
+    """Measurements looked up in a recorded space.
+
+    Args:
+        path: the recorded space file.
+        noisy: answer with one recorded repeat drawn at random instead of the mean, which makes
+            the replay as noisy as measuring on the device.
+        seed: seed for the noisy draws.
+        definition: a T1 space definition to take constraints from (default: found beside the
+            data, see the module docstring).
+    """
+
+    name = "replay"
+
+    def __init__(self, path: str | Path, *, noisy: bool = False, seed: int | None = None,
+                 definition: str | Path | None = None) -> None:
+        self.path = Path(path)
+        doc = load_recorded(self.path)
+        self.doc_meta = {k: v for k, v in doc.items() if k != "cache"}
+        self.keys: list[str] = list(doc["tune_params_keys"])
+        self.values: dict[str, list[Any]] = {k: list(doc["tune_params"][k]) for k in self.keys}
+        self.noisy = noisy
+        self.rng = np.random.default_rng(seed)
+        self.entries: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+        for entry in doc["cache"].values():
+            try:
+                self.entries[tuple(entry[k] for k in self.keys)] = entry
+            except KeyError:
+                continue
+        self.digest = hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
+        self.space = self._space(doc, definition)
+
+    def _space(self, doc: Mapping[str, Any], definition: str | Path | None) -> Space:
+        name = str(doc.get("kernel_name") or self.path.stem)
+        if doc.get("restrictions") is not None:
+            params = [Choice(k, v, ordered=True) for k, v in self.values.items() if len(v) > 1]
+            consts = {k: v[0] for k, v in self.values.items() if len(v) == 1}
+            return Space(params, doc["restrictions"], problem=list(consts), bound=consts,
+                         name=name)
+        t1 = Path(definition) if definition else _find_definition(self.path, self.keys)
+        if t1 is not None:
+            s = Space.from_t1(t1, values=self.values)
+            # T1 constants the data does not record (e.g. a fixed GEMMK) stay bound constants
+            s.name = name
+            return s
+        params = [Choice(k, v, ordered=True) for k, v in self.values.items() if len(v) > 1]
+        consts = {k: v[0] for k, v in self.values.items() if len(v) == 1}
+        return Space(params, problem=list(consts), bound=consts, name=name)
+
+    def workload(self) -> Workload:
+        """The workload this recording measured."""
+        return Workload(
+            kernel=str(self.doc_meta.get("kernel_name") or self.path.stem),
+            kernel_hash=self.digest,
+            problem={"problem_size": self.doc_meta.get("problem_size")},
+            target=self.fingerprint(),
+        )
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        device = self.doc_meta.get("device_name") or self.path.name.split(".")[0]
+        return {"device": device, "replay": self.path.name}
+
+    def _entry(self, config: Config) -> Mapping[str, Any] | None:
+        full = {**self.space.bound, **config}
+        try:
+            return self.entries.get(tuple(full[k] for k in self.keys))
+        except KeyError:
+            return None
+
+    def build(self, workload: Workload, config: Config) -> Artifact:
+        entry = self._entry(config)
+        if entry is None:
+            return Artifact(workload, config, Status.INVALID,
+                            error="configuration is not in the recorded space")
+        compile_ms = entry.get("compile_time")
+        t = entry.get("time")
+        if isinstance(t, str) and _FAILURES.get(t) is Status.COMPILE_ERROR:
+            return Artifact(workload, config, Status.COMPILE_ERROR, error=t, compile_ms=compile_ms)
+        return Artifact(workload, config, payload=entry, compile_ms=compile_ms)
+
+    def measure(self, artifact: Artifact) -> Measurement:
+        config = artifact.config
+        if not artifact.ok:
+            return Measurement.failed(config, artifact.status, artifact.error,
+                                      compile_ms=artifact.compile_ms, worker="replay")
+        entry = artifact.payload
+        t = entry.get("time")
+        if isinstance(t, str) or t is None:
+            status = _FAILURES.get(str(t), Status.RUNTIME_ERROR)
+            return Measurement.failed(config, status, str(t), compile_ms=artifact.compile_ms,
+                                      worker="replay")
+        times = entry.get("times") or [t]
+        if self.noisy:
+            times = [times[int(self.rng.integers(len(times)))]]
+        else:
+            times = [t]
+        return Measurement(config, Status.OK, tuple(times), compile_ms=artifact.compile_ms,
+                           worker="replay")
+
+    # -- for scoring searches -----------------------------------------------------------------
+
+    def true_time(self, config: Config) -> float:
+        """Recorded mean runtime of a config (``inf`` if it failed or is not recorded)."""
+        entry = self._entry(config)
+        t = None if entry is None else entry.get("time")
+        return float(t) if isinstance(t, (int, float)) else float("inf")
+
+    def optimum(self) -> float:
+        """Lowest recorded mean runtime among valid points of the space."""
+        return min(self.true_time(c) for c in self.space)
