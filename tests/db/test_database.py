@@ -1,0 +1,624 @@
+"""The tuning database on SQLite: storage, ranking, concurrency, damaged files, migrations."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import multiprocessing
+import os
+import pickle
+import socket
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tunex.db import SCHEMA_VERSION, Database, Trial
+from tunex.errors import DatabaseError
+from tunex.trial import Config, Measurement, Status, Workload
+
+MM = Workload("matmul", "abc123", {"M": 1024, "N": 512, "dtype": "fp16"}, {"device": "H100"})
+MM2 = Workload("matmul", "abc123", {"M": 64, "N": 64, "dtype": "fp16"}, {"device": "H100"})
+CONV = Workload("conv", "def456", {"C": 64}, {"device": "H100"})
+
+
+def ok(config: Config, *times: float, **kwargs) -> Measurement:
+    return Measurement(config, Status.OK, times, **kwargs)
+
+
+def sample_measurements() -> list[Measurement]:
+    return [
+        ok(
+            Config(block=64, order=(2, 0, 1), vec=True),
+            1.25,
+            1.5,
+            1.0 / 3.0,
+            compile_ms=812.5,
+            facts={"regs": 96, "smem": 49152, "spills": [0, 1]},
+            worker="gpu0",
+            started_at=1700000000.123456,
+            ended_at=1700000001.654321,
+        ),
+        Measurement.failed(
+            Config(block=256, order=(0, 1, 2), vec=False),
+            Status.COMPILE_ERROR,
+            "out of resources: shared memory",
+            compile_ms=20.0,
+            worker="cpu3",
+        ),
+        Measurement.failed(Config(block=128, order=(1, 0, 2), vec=True), Status.TIMEOUT),
+        ok(Config(block=32, order=(0, 2, 1), vec=False), 0.75, worker="gpu1"),
+        Measurement(Config(block=16, order=(0, 1, 2), vec=True), Status.OK, ()),  # ok, no times
+        ok(Config(block=64, order=(0, 1, 2), vec=False, scale=0.1), 2.0, 2.5),
+    ]
+
+
+@pytest.fixture
+def db(tmp_path: Path):
+    with Database(tmp_path / "tune.db") as database:
+        yield database
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- storage -----------------------------------------------------------------------------------
+
+
+def test_measurements_round_trip_exactly_including_failures(tmp_path: Path) -> None:
+    ms = sample_measurements()
+    path = tmp_path / "tune.db"
+    with Database(path) as db:
+        numbers = [db.record(MM, m, strategy="tpe" if i % 2 else None) for i, m in enumerate(ms)]
+        assert numbers == [1, 2, 3, 4, 5, 6]
+        assert db.measurements(MM) == ms
+    with Database(path, create=False) as db:  # and after reopening
+        back = db.measurements(MM)
+        trials = db.trials(MM)
+    assert back == ms
+    assert back[0].config["order"] == (2, 0, 1) and isinstance(back[0].config["order"], tuple)
+    assert back[0].times_ms[2] == 1.0 / 3.0
+    assert back[1].times_ms == () and math.isinf(back[1].value)
+    assert back[1].error == "out of resources: shared memory" and back[1].compile_ms == 20.0
+    assert back[2].status is Status.TIMEOUT
+    assert [t.number for t in trials] == [1, 2, 3, 4, 5, 6]
+    assert [t.strategy for t in trials] == [None, "tpe"] * 3
+    assert all(isinstance(t, Trial) and t.workload == MM for t in trials)
+    assert all(abs(t.recorded_at - time.time()) < 60 for t in trials)
+
+
+def test_numbers_count_per_workload_and_unknown_workloads_are_empty(db: Database) -> None:
+    cfg = Config(block=1)
+    assert [db.record(MM, ok(cfg, 1.0)) for _ in range(3)] == [1, 2, 3]
+    assert db.record(CONV, ok(cfg, 1.0)) == 1
+    assert db.record(MM, Measurement.failed(cfg, Status.RUNTIME_ERROR)) == 4
+    assert (db.count(MM), db.count(CONV), db.count(MM2)) == (4, 1, 0)
+    assert db.trials(MM2) == [] and db.measurements(MM2) == []
+    assert db.best(MM2) is None and db.top_k(MM2, 3) == []
+
+
+def test_in_memory_databases_are_private_and_thread_safe() -> None:
+    with Database("sqlite://") as a, Database("sqlite://") as b:
+        assert a.path is None
+        a.record(MM, ok(Config(x=1), 1.0))
+        assert (a.count(MM), b.count(MM)) == (1, 0)
+
+        def write(worker: int) -> None:
+            for i in range(25):
+                a.record(MM, ok(Config(x=i), 1.0, worker=str(worker)))
+
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [t.number for t in a.trials(MM)] == list(range(1, 102))
+
+
+def test_closed_database_says_so(tmp_path: Path) -> None:
+    db = Database(tmp_path / "t.db")
+    db.close()
+    with pytest.raises(DatabaseError, match="closed: open a new Database"):
+        db.count(MM)
+
+
+def test_database_pickles_as_its_url(db: Database) -> None:
+    db.record(MM, ok(Config(x=1), 1.0))
+    clone = pickle.loads(pickle.dumps(db))
+    try:
+        assert clone.url == db.url and clone.count(MM) == 1
+    finally:
+        clone.close()
+    with Database("sqlite://") as memory, pytest.raises(DatabaseError, match="in-memory"):
+        pickle.dumps(memory)
+
+
+# -- ranking -----------------------------------------------------------------------------------
+
+
+def test_best_and_top_k_rank_ok_trials_only(db: Database) -> None:
+    ms = sample_measurements()
+    for m in ms:
+        db.record(MM, m)
+    assert db.best(MM) == ms[3]  # 0.75 ms
+    assert db.top_k(MM, 10) == [ms[3], ms[0], ms[5]]  # failures and empty ok never rank
+    assert db.top_k(MM, 2) == [ms[3], ms[0]]
+    assert db.top_k(MM, 0) == []
+    with pytest.raises(ValueError):
+        db.top_k(MM, -1)
+
+    only_failures = Workload("matmul", "x", {"M": 1})
+    db.record(only_failures, Measurement.failed(Config(b=1), Status.WRONG_RESULT))
+    assert db.best(only_failures) is None and db.top_k(only_failures, 5) == []
+
+
+def test_a_remeasured_config_is_ranked_by_its_pooled_median(db: Database) -> None:
+    a, b = Config(block=32), Config(block=64)
+    db.record(MM, ok(a, 1.0, 1.0, 1.0, started_at=10.0, ended_at=11.0))  # lucky first run
+    db.record(MM, ok(b, 1.5, 1.5, 1.5))
+    db.record(MM, Measurement.failed(a, Status.TIMEOUT))  # failures do not join the pool
+    db.record(MM, ok(a, 2.0, 2.0, 2.0, 2.0, started_at=20.0, ended_at=21.0, worker="gpu1"))
+    top = db.top_k(MM, 5)
+    assert [m.config for m in top] == [b, a]  # a pooled: median of 1,1,1,2,2,2,2 = 2.0
+    assert top[1].times_ms == (1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0)
+    assert (top[1].value, top[1].started_at, top[1].ended_at, top[1].worker) == (
+        2.0,
+        10.0,
+        21.0,
+        "gpu1",
+    )
+    assert db.best(MM) == top[0]
+    assert [m.value for m in db.top_k(MM, 5)] == [1.5, 2.0]
+
+
+def test_ties_go_to_the_config_measured_first(db: Database) -> None:
+    for block in (8, 4, 16):
+        db.record(MM, ok(Config(block=block), 1.0))
+    assert [m.config["block"] for m in db.top_k(MM, 3)] == [8, 4, 16]
+
+
+def test_workloads_best_per_workload_and_history(db: Database) -> None:
+    db.record(MM, ok(Config(b=1), 3.0))
+    db.record(CONV, ok(Config(b=1), 9.0))
+    db.record(MM, ok(Config(b=2), 2.0))
+    db.record(MM2, Measurement.failed(Config(b=1), Status.COMPILE_ERROR))
+    db.record(CONV, ok(Config(b=2), 7.0))
+
+    assert db.workloads() == [MM, CONV, MM2]
+    assert db.workloads("matmul") == [MM, MM2] and db.workloads("nope") == []
+    best = db.best_per_workload()
+    assert [(w, m.value) for w, m in best] == [(MM, 2.0), (CONV, 7.0)]  # MM2 has no ok trial
+    assert [w for w, _ in db.best_per_workload("conv")] == [CONV]
+
+    history = db.history()
+    assert [w for w, _ in history] == [MM, CONV, MM2]
+    assert [m.value for m in history[0][1]] == [3.0, 2.0]
+    assert history[2][1][0].status is Status.COMPILE_ERROR  # failures are data
+    assert [w for w, _ in db.history("matmul", exclude=MM)] == [MM2]
+    assert db.history(exclude=CONV) == [h for h in history if h[0] != CONV]
+
+
+# -- several processes ---------------------------------------------------------------------------
+
+
+def record_many(url: str, worker: int, n: int, barrier, results) -> None:
+    """Child process: open the database (all at once), record n trials, report the numbers."""
+    barrier.wait()
+    with Database(url) as db:
+        numbers = [
+            db.record(
+                MM, ok(Config(worker=worker, i=i), 1.0 + i, worker=f"w{worker}"), strategy="random"
+            )
+            for i in range(n)
+        ]
+    results.put((worker, numbers))
+
+
+def run_writers(url: str, processes: int = 4, per_process: int = 50) -> dict[int, list[int]]:
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    procs = [
+        ctx.Process(target=record_many, args=(url, w, per_process, barrier, results))
+        for w in range(processes)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        got = dict(results.get(timeout=120) for _ in procs)
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+    assert all(p.exitcode == 0 for p in procs)
+    return got
+
+
+def check_writers(
+    db: Database, got: dict[int, list[int]], processes: int = 4, per_process: int = 50
+) -> None:
+    total = processes * per_process
+    trials = db.trials(MM)
+    assert db.count(MM) == total
+    assert [t.number for t in trials] == list(range(1, total + 1))
+    assert sorted(n for numbers in got.values() for n in numbers) == list(range(1, total + 1))
+    for worker, numbers in got.items():
+        assert numbers == sorted(numbers)  # each writer's trials in its own order
+        mine = [t for t in trials if t.measurement.worker == f"w{worker}"]
+        assert [t.number for t in mine] == numbers
+        assert [t.measurement.config["i"] for t in mine] == list(range(per_process))
+
+
+def test_several_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"  # created by the writers themselves, all at once
+    got = run_writers(str(path))
+    with Database(path, create=False) as db:
+        check_writers(db, got)
+
+
+# -- damaged, foreign, missing and newer files -----------------------------------------------
+
+
+def no_side_files(path: Path) -> bool:
+    return not any(Path(f"{path}{s}").exists() for s in ("-wal", "-shm", "-journal"))
+
+
+def test_random_bytes_are_refused_and_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(os.urandom(4096))
+    before = file_digest(path)
+    for create in (True, False):
+        with pytest.raises(DatabaseError) as err:
+            Database(path, create=create)
+        assert str(path) in str(err.value)
+        assert "move it aside or pass another --db" in str(err.value)
+    assert file_digest(path) == before and no_side_files(path)
+
+
+def filled_database(path: Path, n: int = 300) -> None:
+    with Database(path) as db:
+        for i in range(n):
+            db.record(MM, ok(Config(block=i, note="x" * 200), 1.0 + i))
+
+
+@pytest.mark.parametrize("keep", [0.5, 60 / 4096])
+def test_truncated_file_is_refused_and_left_untouched(tmp_path: Path, keep: float) -> None:
+    path = tmp_path / "cut.db"
+    filled_database(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    before = file_digest(path)
+    with pytest.raises(DatabaseError, match=r"truncated.*move it aside or pass another --db"):
+        Database(path)
+    assert file_digest(path) == before and no_side_files(path)
+
+
+def test_garbled_pages_are_reported_as_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "garbled.db"
+    filled_database(path, 50)
+    data = bytearray(path.read_bytes())
+    data[4096:] = os.urandom(len(data) - 4096)  # keep page 1 (the schema), garble the rest
+    path.write_bytes(bytes(data))
+    before = file_digest(path)
+    with (
+        pytest.raises(DatabaseError, match=r"corrupt.*move it aside or pass another --db"),
+        Database(path) as db,
+    ):
+        db.trials(MM)
+    assert file_digest(path) == before
+
+
+def test_another_applications_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO users (name) VALUES ('ada')")
+    conn.close()
+    before = file_digest(path)
+    with pytest.raises(DatabaseError, match=r"another application \(tables: users\)"):
+        Database(path)
+    assert file_digest(path) == before and no_side_files(path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+
+
+def test_database_of_a_newer_tunex_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    with Database(path) as db:
+        db.record(MM, ok(Config(x=1), 1.0))
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE tunex_meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    before = file_digest(path)
+    with pytest.raises(DatabaseError) as err:
+        Database(path)
+    assert (
+        f"written by a newer tunex (schema 99, this tunex knows {SCHEMA_VERSION}): upgrade tunex"
+    ) in str(err.value)
+    assert file_digest(path) == before
+
+
+def test_missing_or_empty_file_with_create_false(tmp_path: Path) -> None:
+    missing = tmp_path / "sub" / "none.db"
+    with pytest.raises(DatabaseError, match=r"no tuning database at .*none\.db"):
+        Database(missing, create=False)
+    assert not missing.exists() and not missing.parent.exists()
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with pytest.raises(DatabaseError, match="create=True"):
+        Database(empty, create=False)
+    with Database(missing) as db:  # create=True makes the directory and the file
+        assert db.count(MM) == 0
+    assert missing.exists()
+
+
+def test_unreachable_server_fails_fast_with_masked_url() -> None:
+    pytest.importorskip("psycopg")
+    url = f"postgresql+psycopg://tunex:s3cret-pw@127.0.0.1:{free_port()}/tuning"
+    start = time.monotonic()
+    with pytest.raises(DatabaseError) as err:
+        Database(url)
+    message = str(err.value)
+    assert time.monotonic() - start < 10
+    assert "s3cret-pw" not in message and "tunex:***@127.0.0.1" in message
+    assert "check that the server is running" in message
+
+
+def free_port() -> int:
+    """A local port nothing listens on (free a moment ago)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_repr_and_errors_mask_the_password() -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(DatabaseError) as err:
+        Database(f"postgresql://me:hunter2@127.0.0.1:{free_port()}/db")  # psycopg 3 by default
+    assert "hunter2" not in str(err.value) and "postgresql+psycopg://me:***@" in str(err.value)
+
+
+# -- migrations ----------------------------------------------------------------------------------
+
+V1_SCHEMA = """
+CREATE TABLE tunex_meta (key VARCHAR(64) NOT NULL PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE workloads (
+    id INTEGER NOT NULL PRIMARY KEY, digest VARCHAR(64) NOT NULL UNIQUE, kernel TEXT NOT NULL,
+    kernel_hash TEXT NOT NULL, problem TEXT NOT NULL, target TEXT NOT NULL,
+    created_at FLOAT NOT NULL);
+CREATE TABLE trials (
+    id INTEGER NOT NULL PRIMARY KEY, workload_id INTEGER NOT NULL REFERENCES workloads (id),
+    number INTEGER NOT NULL, config_key TEXT NOT NULL, config TEXT NOT NULL,
+    status VARCHAR(32) NOT NULL, value_ms FLOAT, times_ms TEXT NOT NULL, compile_ms FLOAT,
+    facts TEXT NOT NULL, error TEXT, worker TEXT, started_at FLOAT NOT NULL,
+    ended_at FLOAT NOT NULL, recorded_at FLOAT NOT NULL,
+    CONSTRAINT uq_trials_workload_number UNIQUE (workload_id, number));
+INSERT INTO tunex_meta VALUES ('schema_version', '1');
+"""
+
+
+def make_v1(path: Path, ms: list[Measurement]) -> None:
+    conn = sqlite3.connect(path)
+    conn.executescript(V1_SCHEMA)
+    conn.execute(
+        "INSERT INTO workloads VALUES (1, ?, ?, ?, ?, ?, 0.0)",
+        (MM.digest, MM.kernel, MM.kernel_hash, json.dumps(MM.problem), json.dumps(MM.target)),
+    )
+    for number, m in enumerate(ms, start=1):
+        conn.execute(
+            "INSERT INTO trials (workload_id, number, config_key, config, status, value_ms, "
+            "times_ms, compile_ms, facts, error, worker, started_at, ended_at, recorded_at) "
+            "VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 5.0)",
+            (
+                number,
+                m.config.key,
+                m.config.key,
+                m.status.value,
+                m.value if m.ok else None,
+                json.dumps(list(m.times_ms)),
+                m.compile_ms,
+                json.dumps(dict(m.facts)),
+                m.error,
+                m.worker,
+                m.started_at,
+                m.ended_at,
+            ),
+        )
+    conn.commit()
+    conn.close()
+
+
+def schema_of(path: Path) -> tuple[dict[str, set[str]], set[str]]:
+    engine = sa.create_engine(f"sqlite:///{path}")
+    try:
+        insp = sa.inspect(engine)
+        columns = {t: {c["name"] for c in insp.get_columns(t)} for t in insp.get_table_names()}
+        indexes = {str(i["name"]) for t in columns for i in insp.get_indexes(t)}
+        return columns, indexes
+    finally:
+        engine.dispose()
+
+
+def test_a_v1_database_is_migrated_with_its_data(tmp_path: Path) -> None:
+    assert SCHEMA_VERSION == 2
+    ms = sample_measurements()[:4]
+    path = tmp_path / "v1.db"
+    make_v1(path, ms)
+    with Database(path, create=False) as db:
+        assert db.measurements(MM) == ms
+        assert [t.strategy for t in db.trials(MM)] == [None] * 4
+        assert db.best(MM) == ms[3]
+        assert db.record(MM, ok(Config(block=1), 0.5), strategy="tpe") == 5
+        assert db.trials(MM)[-1].strategy == "tpe"
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM tunex_meta").fetchall() == [("2",)]
+    conn.close()
+    fresh = tmp_path / "fresh.db"
+    Database(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+    assert "ix_trials_workload_value" in schema_of(path)[1]
+
+
+def test_a_failed_migration_leaves_the_database_as_it_was(tmp_path: Path, monkeypatch) -> None:
+    from tunex.db import _schema
+
+    def broken(conn: sa.Connection) -> None:
+        conn.execute(sa.text("ALTER TABLE trials ADD COLUMN strategy TEXT"))
+        raise sa.exc.OperationalError("step 2", {}, Exception("disk on fire"))
+
+    path = tmp_path / "v1.db"
+    make_v1(path, sample_measurements()[:2])
+    monkeypatch.setattr(_schema, "MIGRATIONS", (broken,))
+    with pytest.raises(DatabaseError, match="disk on fire"):
+        Database(path)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM tunex_meta").fetchall() == [("1",)]
+    assert "strategy" not in {row[1] for row in conn.execute("PRAGMA table_info(trials)")}
+    conn.close()
+
+
+# -- export and import ---------------------------------------------------------------------------
+
+
+def fill(db: Database) -> list[Measurement]:
+    ms = sample_measurements()
+    for i, m in enumerate(ms):
+        db.record(MM, m, strategy="grid" if i % 2 else None)
+    db.record(CONV, ok(Config(tile=(4, 4), status="clash"), 3.0), strategy="tpe")
+    return ms
+
+
+def test_export_rows(db: Database) -> None:
+    ms = fill(db)
+    rows = db.export_rows(MM)
+    assert len(rows) == len(ms)
+    assert list(rows[0]) == [
+        "trial",
+        "status",
+        "time_ms",
+        "block",
+        "order",
+        "vec",
+        "workload",
+        "kernel",
+        "compile_ms",
+        "worker",
+        "strategy",
+        "error",
+        "started_at",
+        "ended_at",
+    ]
+    assert rows[0]["time_ms"] == ms[0].value and rows[0]["order"] == (2, 0, 1)
+    assert (rows[1]["status"], rows[1]["time_ms"], rows[1]["error"]) == (
+        "compile_error",
+        None,
+        "out of resources: shared memory",
+    )
+    assert rows[1]["workload"] == MM.digest and rows[1]["strategy"] == "grid"
+    assert [r["trial"] for r in rows] == list(range(1, 7))
+    conv = db.export_rows(CONV)[0]
+    assert conv["config.status"] == "clash" and conv["status"] == "ok"  # a clashing name
+    assert len(db.export_rows()) == 7
+
+
+def test_export_csv(db: Database, tmp_path: Path) -> None:
+    fill(db)
+    path = tmp_path / "out.csv"
+    assert db.export(path) == 7
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert reader.fieldnames is not None
+    assert reader.fieldnames[:3] == ["trial", "status", "time_ms"]
+    assert reader.fieldnames[-8:] == [
+        "workload",
+        "kernel",
+        "compile_ms",
+        "worker",
+        "strategy",
+        "error",
+        "started_at",
+        "ended_at",
+    ]
+    assert set(reader.fieldnames[3:-8]) == {
+        "block",
+        "config.status",
+        "order",
+        "scale",
+        "tile",
+        "vec",
+    }
+    assert rows[0]["order"] == "[2,0,1]" and float(rows[0]["time_ms"]) == 1.25
+    assert rows[1]["time_ms"] == "" and rows[1]["status"] == "compile_error"
+    assert rows[6]["tile"] == "[4,4]" and rows[6]["kernel"] == "conv"
+    buffer = io.StringIO()
+    assert db.export(buffer, format="csv", workload=CONV) == 1
+    assert len(buffer.getvalue().strip().splitlines()) == 2
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_export_import_round_trip(tmp_path: Path, fmt: str) -> None:
+    src = Database(tmp_path / "src.db")
+    ms = fill(src)
+    path = tmp_path / f"trials.{fmt}"
+    assert src.export(path) == 7  # format from the suffix
+    records = (
+        json.loads(path.read_text())
+        if fmt == "json"
+        else [json.loads(line) for line in path.read_text().splitlines()]
+    )
+    assert records[0]["trial"] == 1 and records[0]["workload_spec"] == MM.to_dict()
+
+    with Database(tmp_path / "dst.db") as dst:
+        dst.record(MM, ok(Config(block=999), 9.0))  # already has a trial of its own
+        assert dst.import_trials(path) == 7
+        assert dst.measurements(MM)[1:] == ms
+        assert [t.number for t in dst.trials(MM)] == list(range(1, 8))
+        assert [t.strategy for t in dst.trials(MM)][1:] == [t.strategy for t in src.trials(MM)]
+        assert dst.best(CONV) == src.best(CONV)
+        assert dst.import_trials(path) == 0  # nothing twice
+        assert src.import_trials(path) == 0
+        assert dst.count(MM) == 7
+    src.close()
+
+
+def test_import_skips_only_what_is_present(db: Database, tmp_path: Path) -> None:
+    fill(db)
+    path = tmp_path / "all.jsonl"
+    db.export(path, format="jsonl")
+    with Database(tmp_path / "partial.db") as other:
+        other.import_trials(io.StringIO("".join(path.read_text().splitlines(True)[:3])))
+        assert other.count(MM) == 3
+        assert other.import_trials(path) == 4
+        assert other.measurements(MM) == db.measurements(MM)
+
+
+def test_import_is_all_or_nothing(db: Database, tmp_path: Path) -> None:
+    fill(db)
+    path = tmp_path / "bad.jsonl"
+    db.export(path, format="jsonl")
+    lines = path.read_text().splitlines()
+    broken = json.loads(lines[4])
+    del broken["workload_spec"]
+    lines[4] = json.dumps(broken)
+    path.write_text("\n".join(lines) + "\n")
+    with Database(tmp_path / "dst.db") as dst:
+        with pytest.raises(DatabaseError, match=r"record 5 .*nothing was imported"):
+            dst.import_trials(path)
+        assert dst.workloads() == []
+        csv_path = tmp_path / "t.csv"
+        db.export(csv_path)
+        with pytest.raises(DatabaseError, match="CSV exports cannot be imported"):
+            dst.import_trials(csv_path)
+
+
+def test_export_rejects_unknown_format(db: Database, tmp_path: Path) -> None:
+    with pytest.raises(DatabaseError, match="use one of csv, json, jsonl"):
+        db.export(tmp_path / "x.xml", format="xml")

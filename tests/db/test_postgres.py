@@ -1,0 +1,123 @@
+"""The tuning database on a real PostgreSQL server (started by the ``postgres_url`` fixture)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tunex.db import SCHEMA_VERSION, Database
+from tunex.errors import DatabaseError
+from tunex.trial import Config, Measurement, Status
+
+from .test_database import (
+    CONV,
+    MM,
+    MM2,
+    check_writers,
+    fill,
+    ok,
+    run_writers,
+    sample_measurements,
+)
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg_url(postgres_url: str) -> Iterator[str]:
+    """A fresh, empty database on the session's server."""
+    pytest.importorskip("psycopg")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        admin.dispose()
+
+
+def test_round_trip_numbers_and_ranking(pg_url: str) -> None:
+    ms = sample_measurements()
+    with Database(pg_url) as db:
+        assert db.path is None and db.url == pg_url
+        assert [db.record(MM, m, strategy="tpe") for m in ms] == [1, 2, 3, 4, 5, 6]
+        assert db.record(CONV, ms[0]) == 1
+    with Database(pg_url, create=False) as db:
+        assert db.measurements(MM) == ms  # floats, tuples, failures: exactly
+        assert db.count(MM) == 6 and db.count(MM2) == 0
+        assert db.best(MM) == ms[3]
+        assert db.top_k(MM, 10) == [ms[3], ms[0], ms[5]]
+        assert [w for w, _ in db.best_per_workload("matmul")] == [MM]
+        assert [w for w, _ in db.history(exclude=MM)] == [CONV]
+        db.record(MM, ok(ms[3].config, 0.75, 5.0, 5.0))  # re-measured: pooled median 5.0
+        assert db.best(MM) == ms[0]
+
+
+def test_several_processes_writing_at_once_lose_nothing(pg_url: str) -> None:
+    got = run_writers(pg_url)  # the writers also race to create the schema
+    with Database(pg_url) as db:
+        check_writers(db, got)
+
+
+def test_export_import_round_trip(pg_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "trials.jsonl"
+    with Database(tmp_path / "local.db") as local:
+        ms = fill(local)
+        local.export(path)
+    with Database(pg_url) as db:
+        assert db.import_trials(path) == 7
+        assert db.import_trials(path) == 0
+        assert db.measurements(MM) == ms
+
+
+def test_empty_database_with_create_false_and_newer_schema(pg_url: str) -> None:
+    with pytest.raises(DatabaseError, match="holds no tuning database yet"):
+        Database(pg_url, create=False)
+    Database(pg_url).close()
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE tunex_meta SET value = '7' WHERE key = 'schema_version'")
+    engine.dispose()
+    with pytest.raises(
+        DatabaseError,
+        match=rf"newer tunex \(schema 7, this tunex knows "
+        rf"{SCHEMA_VERSION}\): upgrade tunex",
+    ):
+        Database(pg_url)
+
+
+def test_failures_are_stored(pg_url: str) -> None:
+    with Database(pg_url) as db:
+        db.record(MM, Measurement.failed(Config(b=1), Status.WORKER_LOST, "node died"))
+        (back,) = db.measurements(MM)
+        assert db.best(MM) is None
+    assert back.status is Status.WORKER_LOST and back.error == "node died"
+    assert back.times_ms == ()
+
+
+def test_a_v1_database_is_migrated_with_its_data(pg_url: str) -> None:
+    ms = sample_measurements()[:4]
+    with Database(pg_url) as db:
+        for m in ms:
+            db.record(MM, m)
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:  # back to the v1 shape
+        conn.exec_driver_sql("DROP INDEX ix_trials_workload_value")
+        conn.exec_driver_sql("ALTER TABLE trials DROP COLUMN strategy")
+        conn.exec_driver_sql("UPDATE tunex_meta SET value = '1'")
+    with Database(pg_url) as db:
+        assert db.measurements(MM) == ms and db.best(MM) == ms[3]
+        assert db.record(MM, ok(Config(b=1), 1.0), strategy="tpe") == 5
+        assert db.trials(MM)[-1].strategy == "tpe"
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT value FROM tunex_meta").scalar() == "2"
+        indexes = {i["name"] for i in sa.inspect(conn).get_indexes("trials")}
+    engine.dispose()
+    assert "ix_trials_workload_value" in indexes

@@ -1,0 +1,21 @@
+"""The tuning database: every trial of every workload, recorded the moment it ends.
+
+SQLite by default (one file, safe for several processes writing at once), any server SQLAlchemy
+speaks to by URL (PostgreSQL through psycopg 3). The schema is versioned; older databases are
+migrated on open, newer ones are refused with a message saying to upgrade tunex.
+
+::
+
+    from tunex.db import Database
+
+    with Database("tunex.db") as db:
+        number = db.record(workload, measurement, strategy="tpe")
+        best = db.best(workload)
+"""
+
+from __future__ import annotations
+
+from tunex.db._database import EXPORT_FORMATS, Database, Trial
+from tunex.db._schema import SCHEMA_VERSION
+
+__all__ = ["EXPORT_FORMATS", "SCHEMA_VERSION", "Database", "Trial"]
