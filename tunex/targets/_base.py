@@ -6,6 +6,8 @@ import abc
 from collections.abc import Mapping
 from typing import Any
 
+from tunex.errors import TargetError
+from tunex.space import Space
 from tunex.trial import Artifact, Config, Measurement, Workload
 
 __all__ = ["Target"]
@@ -23,6 +25,9 @@ class Target(abc.ABC):
 
     #: Registry name, e.g. ``"replay"`` or ``"triton_gpu"``.
     name: str = "target"
+    #: Whether measuring the same artifact twice can disagree (real devices: yes). The tuner
+    #: re-measures close leaders only on noisy targets.
+    noisy: bool = True
 
     @abc.abstractmethod
     def fingerprint(self) -> Mapping[str, Any]:
@@ -41,6 +46,14 @@ class Target(abc.ABC):
 
         An artifact whose build failed comes back as a measurement with the same status.
         """
+
+    def prepare(self, kernel: Any, problem: Mapping[str, Any]) -> tuple[Space, Workload]:
+        """The bound space and the workload for tuning ``kernel`` on ``problem`` here.
+
+        Targets that tune library kernels (``kernels/``) override this; a replay target
+        ignores its arguments and returns its recorded space.
+        """
+        raise TargetError(f"target {self.name!r} cannot tune kernel {kernel!r}")
 
     def facts(self) -> Mapping[str, float]:
         """Numeric facts about the target that the cost model may use (e.g. SM count)."""

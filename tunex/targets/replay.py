@@ -131,6 +131,14 @@ class ReplayTarget(Target):
             target=self.fingerprint(),
         )
 
+    def prepare(self, kernel: Any = None, problem: Mapping[str, Any] | None = None
+                ) -> tuple[Space, Workload]:
+        """The recorded space and workload (a replay target tunes what it recorded)."""
+        if kernel and str(kernel) != self.workload().kernel:
+            raise TargetError(f"{self.path} records {self.workload().kernel!r}, not {kernel!r}; "
+                              "leave KERNEL out when replaying")
+        return self.space, self.workload()
+
     def fingerprint(self) -> Mapping[str, Any]:
         device = self.doc_meta.get("device_name") or self.path.name.split(".")[0]
         return {"device": device, "replay": self.path.name}

@@ -1,0 +1,203 @@
+"""The ``tunex`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from tunex.errors import TunexError
+
+__all__ = ["main"]
+
+
+def _shape(text: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in filter(None, (text or "").split(",")):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise TunexError(f"cannot read shape {text!r}: use NAME=VALUE,... e.g. M=4096,N=4096")
+        try:
+            out[key.strip()] = int(value)
+        except ValueError:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _load_kernel(name: str | None) -> Any:
+    if not name:
+        return None
+    try:
+        from kernels import get_kernel
+    except ImportError as e:
+        raise TunexError(f"no kernel library available to find {name!r} ({e})") from None
+    return get_kernel(name)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tunex.cluster import InlineExecutor, LocalExecutor, LocalOptions
+    from tunex.db import Database
+    from tunex.targets import make_target
+    from tunex.tuner import Budget, Tuner
+
+    console = Console(stderr=True)
+    budget = Budget.parse(args.budget)
+    target = make_target(args.target)
+    space, workload = target.prepare(_load_kernel(args.kernel), _shape(args.shape))
+    executor = (InlineExecutor() if args.workers == 0 or target.name == "replay"
+                else LocalExecutor(target, LocalOptions(build_workers=args.workers)))
+    with Database(args.db) as db, executor:
+        tuner = Tuner(target, space, workload=workload, db=db, strategy=args.strategy,
+                      budget=budget, executor=executor, batch=args.batch, seed=args.seed,
+                      patience=args.patience, transfer=not args.no_transfer,
+                      progress=not args.quiet and console.is_terminal)
+        if not args.quiet:
+            console.print(f"[bold]tunex[/] {workload.kernel} on {dict(workload.target)}: "
+                          f"space of {space.size:,} valid points ({space.raw_size:,} raw), "
+                          f"strategy {args.strategy}, budget {budget}, db {args.db}")
+        result = tuner.run()
+        _report(console, result, space, args)
+    return 0
+
+
+def _report(console: Any, result: Any, space: Any, args: argparse.Namespace) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{result.workload.kernel}: best of {result.trials} trials", show_header=False)
+    if result.best is not None:
+        for k, v in result.best.config.items():
+            t.add_row(k, str(v))
+        t.add_row("[bold]time", f"{result.best.value:.5g} ms (spread {result.best.spread:.1%}, "
+                  f"{len(result.best.times_ms)} repeats)")
+    else:
+        t.add_row("[bold]time", "no successful trial")
+    t.add_row("this run", f"{result.new_trials} new trials in {result.seconds:.1f} s, "
+              f"{result.proposals} proposals; stopped: {result.stopped}")
+    if result.failures:
+        t.add_row("failures", ", ".join(f"{k}: {v}" for k, v in sorted(result.failures.items())))
+    if args.quiet:
+        best = result.best
+        print(json.dumps({"workload": result.workload.digest, "trials": result.trials,
+                          "best_ms": None if best is None else best.value,
+                          "config": None if best is None else best.config.to_dict()}))
+    else:
+        console.print(t)
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from tunex.db import Database
+
+    with Database(args.db, create=False) as db:
+        if args.db_cmd == "export":
+            out = sys.stdout if args.output in (None, "-") else args.output
+            n = db.export(out, format=args.format)
+            if out is not sys.stdout:
+                print(f"wrote {n} trials to {args.output}", file=sys.stderr)
+        elif args.db_cmd == "import":
+            n = db.import_trials(args.file)
+            print(f"imported {n} trials into {args.db}", file=sys.stderr)
+        elif args.db_cmd == "best":
+            rows = db.best_per_workload(args.kernel)
+            if args.json:
+                print(json.dumps([{"workload": w.to_dict(), "digest": w.digest,
+                                   "time_ms": m.value, "spread": m.spread,
+                                   "config": m.config.to_dict()} for w, m in rows], indent=2))
+                return 0
+            t = Table(title=f"best config per workload in {args.db}")
+            for col in ("workload", "kernel", "problem", "target", "time (ms)", "config"):
+                t.add_column(col)
+            for w, m in rows:
+                t.add_row(w.digest, w.kernel, json.dumps(w.problem), json.dumps(w.target),
+                          f"{m.value:.5g}", " ".join(f"{k}={v}" for k, v in m.config.items()))
+            Console().print(t)
+            if not rows:
+                print("no successful trial recorded yet", file=sys.stderr)
+        elif args.db_cmd == "workloads":
+            t = Table(title=f"workloads in {args.db}")
+            for col in ("workload", "kernel", "problem", "target", "trials"):
+                t.add_column(col)
+            for w in db.workloads(args.kernel):
+                t.add_row(w.digest, w.kernel, json.dumps(w.problem), json.dumps(w.target),
+                          str(db.count(w)))
+            Console().print(t)
+    return 0
+
+
+def cmd_strategies(args: argparse.Namespace) -> int:
+    from tunex.search import DEFAULT_STRATEGY, available_strategies
+
+    for name in available_strategies():
+        print(name + ("  (default)" if name == DEFAULT_STRATEGY else ""))
+    print("optuna variants: optuna:tpe optuna:cmaes optuna:gp optuna:qmc optuna:random")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tunex", description="Search-based kernel autotuner.")
+    p.add_argument("-v", "--verbose", action="store_true", help="log what tunex does")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("search", help="tune a kernel's workload within a budget")
+    s.add_argument("kernel", nargs="?", help="kernel from the library (not needed for replay)")
+    s.add_argument("--target", required=True,
+                   help="replay:PATH[?noisy=1], triton_gpu, ... (see tunex.targets)")
+    s.add_argument("--shape", help="problem sizes, e.g. M=4096,N=4096,K=4096")
+    s.add_argument("--strategy", default="model", help="model, random, exhaustive, optuna:tpe ...")
+    s.add_argument("--budget", default="100trials", help="2h, 90m, 500trials, or 2h,500trials")
+    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--db", default="tunex.db", help="SQLite file or SQLAlchemy URL")
+    s.add_argument("--batch", type=int, default=None, help="trials in flight")
+    s.add_argument("--workers", type=int, default=1, help="build processes (0: in-process)")
+    s.add_argument("--patience", type=int, default=None,
+                   help="stop after this many trials without a 1%% gain")
+    s.add_argument("--no-transfer", action="store_true",
+                   help="do not warm-start from other workloads in the database")
+    s.add_argument("-q", "--quiet", action="store_true", help="print one JSON line, no table")
+    s.set_defaults(fn=cmd_search)
+
+    d = sub.add_parser("db", help="inspect, export and import a tuning database")
+    dsub = d.add_subparsers(dest="db_cmd", required=True)
+    e = dsub.add_parser("export", help="every trial, one row each, in order")
+    e.add_argument("--format", default="csv", choices=["csv", "json", "jsonl"])
+    e.add_argument("-o", "--output", default=None, help="file (default: standard output)")
+    i = dsub.add_parser("import", help="trials from a json/jsonl export")
+    i.add_argument("file")
+    b = dsub.add_parser("best", help="best config per workload")
+    b.add_argument("--json", action="store_true")
+    w = dsub.add_parser("workloads", help="workloads and their trial counts")
+    for x in (e, i, b, w):
+        x.add_argument("--db", default="tunex.db", help="SQLite file or SQLAlchemy URL")
+    for x in (b, w):
+        x.add_argument("--kernel", default=None)
+    d.set_defaults(fn=cmd_db)
+
+    st = sub.add_parser("strategies", help="list search strategies")
+    st.set_defaults(fn=cmd_strategies)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.fn(args) or 0)
+    except TunexError as e:
+        print(f"tunex: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tunex: interrupted; every finished trial is saved, run again to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

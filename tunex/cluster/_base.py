@@ -1,0 +1,57 @@
+"""The Executor contract: where builds and measurements run."""
+
+from __future__ import annotations
+
+import abc
+import time
+import traceback
+from concurrent.futures import Future
+
+from tunex.errors import TargetError
+from tunex.targets._base import Target
+from tunex.trial import Config, Measurement, Status, Workload
+
+__all__ = ["Executor", "run_trial"]
+
+
+class Executor(abc.ABC):
+    """Runs trials (build, then measure) and hands back futures of their measurements.
+
+    Local and Ray executors behave the same: a future never fails for a bad config, a hung
+    build or kernel, or a lost worker; it resolves to a :class:`Measurement` with status
+    ``timeout`` / ``worker_lost`` / ... instead. A future raises only when the target cannot
+    work at all (:class:`~tunex.errors.TargetError`).
+    """
+
+    #: How many trials it makes sense to keep in flight (the tuner's default batch size).
+    slots: int = 1
+
+    @abc.abstractmethod
+    def submit(self, target: Target, workload: Workload, config: Config) -> Future[Measurement]:
+        """Start one trial."""
+
+    def close(self) -> None:  # noqa: B027 - nothing to release by default
+        """Stop workers."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_trial(target: Target, workload: Workload, config: Config, worker: str) -> Measurement:
+    """Build and measure one config in this process; any error of the config becomes data."""
+    start = time.time()
+    try:
+        artifact = target.build(workload, config)
+        m = target.measure(artifact)
+    except TargetError:
+        raise
+    except Exception as e:  # a target that raises on a bad config: still a failed trial
+        return Measurement.failed(config, Status.RUNTIME_ERROR,
+                                  f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}",
+                                  worker=worker, started_at=start)
+    if m.worker is None or m.started_at > start:
+        m = m.replace(worker=m.worker or worker, started_at=start)
+    return m

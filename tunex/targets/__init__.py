@@ -1,0 +1,59 @@
+"""Targets: how to build a config for a platform and how to measure it.
+
+Targets by name (``make_target`` specs): ``replay:PATH`` (recorded measurements; options after
+``?``: ``noisy=1``, ``seed=N``, ``definition=T1.json``), ``triton_gpu`` (Triton on an NVIDIA GPU),
+``cpu`` (native host CPU). Hardware-specific targets are imported only when used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+from urllib.parse import parse_qsl
+
+from tunex.errors import TargetError
+from tunex.targets._base import Target
+
+__all__ = ["Target", "available_targets", "make_target", "register_target"]
+
+_REGISTRY: dict[str, str] = {
+    "replay": "tunex.targets.replay:ReplayTarget",
+    "triton_gpu": "tunex.targets.triton_gpu:TritonGPUTarget",
+}
+
+
+def register_target(name: str, path: str) -> None:
+    """Make a target available to :func:`make_target` (``"module:Class"``, imported on use)."""
+    _REGISTRY[name] = path
+
+
+def available_targets() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def _coerce(v: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "yes": True, "no": False}.get(v.lower(), v)
+
+
+def make_target(spec: str, **options: Any) -> Target:
+    """Create a target from ``NAME[:ARG][?key=value&...]`` (e.g. ``replay:data.json.gz?noisy=1``)."""
+    head, _, query = spec.partition("?")
+    name, _, arg = head.partition(":")
+    path = _REGISTRY.get(name)
+    if path is None:
+        raise TargetError(f"unknown target {name!r}; choose one of {available_targets()} "
+                          "(e.g. replay:PATH_TO_RECORDED_SPACE)")
+    module, _, attr = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except ImportError as e:
+        raise TargetError(f"target {name!r} needs the package {e.name!r}; install tunex with "
+                          f"its extra, e.g. pip install 'tunex[{name.split('_')[0]}]'") from e
+    opts = {k: _coerce(v) for k, v in parse_qsl(query)}
+    opts.update(options)
+    return cls(arg, **opts) if arg else cls(**opts)
