@@ -1,0 +1,130 @@
+"""Every registered strategy through the same conformance checks, plus per-strategy behaviour."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tunex import Config, Measurement, Status, StrategyError
+from tunex.search import available_strategies, get_strategy
+from tunex.space import Choice, Int, Pow2, Space
+
+SPECS = ["random", "exhaustive", "model", "optuna:tpe", "optuna:cmaes", "optuna:qmc",
+         "optuna:random", "optuna:gp"]
+
+
+def space() -> Space:
+    return Space([Pow2("bx", 1, 64), Pow2("by", 1, 64), Int("t", 1, 4), Choice("alg", ["a", "b"])],
+                 ["bx * by >= 8", "bx * by <= 512"])
+
+
+def runtime(c: Config) -> float:
+    """A smooth landscape with its optimum at bx*by = 64, t = 3, alg = b; t == 4 fails."""
+    return (1 + abs(math.log2(c["bx"] * c["by"]) - 6) + abs(c["t"] - 3) * 0.5
+            + (0.3 if c["alg"] == "a" else 0) + 0.05 * abs(math.log2(c["bx"]) - 3))
+
+
+def measure(c: Config) -> Measurement:
+    if c["t"] == 4:
+        return Measurement.failed(c, Status.RUNTIME_ERROR, "out of resources")
+    return Measurement(c, Status.OK, (runtime(c),))
+
+
+def make(spec: str, s: Space, seed: int = 0):
+    if spec == "optuna:gp":
+        pytest.importorskip("torch")
+    return get_strategy(spec, s, seed=seed)
+
+
+def test_registry_lists_and_rejects():
+    assert {"random", "exhaustive", "optuna", "model"} <= set(available_strategies())
+    with pytest.raises(StrategyError, match="unknown search strategy"):
+        get_strategy("nope", space())
+    with pytest.raises(StrategyError, match="sampler"):
+        get_strategy("optuna:nope", space())
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_conformance_valid_fresh_batches(spec):
+    s = space()
+    st = make(spec, s)
+    seen: set[Config] = set()
+    for _ in range(12):
+        batch = st.ask(4)
+        assert batch, f"{spec} stopped early"
+        assert len(batch) <= 4 and len(set(batch)) == len(batch)
+        for c in batch:
+            assert c in s, f"{spec} proposed an invalid point {c}"
+            assert c not in seen, f"{spec} proposed a measured point again"
+            seen.add(c)
+        st.tell([measure(c) for c in batch])
+    assert st.proposals >= len(seen)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_conformance_deterministic_for_a_seed(spec):
+    def run():
+        st = make(spec, space(), seed=3)
+        out = []
+        for _ in range(5):
+            b = st.ask(2)
+            out += b
+            st.tell([measure(c) for c in b])
+        return out
+    assert run() == run()
+
+
+@pytest.mark.parametrize("spec", ["random", "exhaustive", "model", "optuna:tpe"])
+def test_exhausts_a_small_space_then_returns_none(spec):
+    s = Space([Int("a", 0, 4), Int("b", 0, 4)], ["a + b <= 3"])
+    st = get_strategy(spec, s, seed=0)
+    seen = set()
+    for _ in range(200):
+        b = st.ask(3)
+        if b is None:
+            break
+        seen.update(b)
+        st.tell([Measurement(c, Status.OK, (1.0 + c["a"],)) for c in b])
+    assert seen == set(s)
+    assert st.ask(1) is None
+
+
+@pytest.mark.parametrize("spec", ["model", "optuna:tpe"])
+def test_learning_strategies_beat_random(spec):
+    s = space()
+    opt = min(runtime(c) for c in s if c["t"] != 4)
+
+    def trials_to_opt(sp: str, seed: int) -> int:
+        st = get_strategy(sp, s, seed=seed)
+        for n in range(1, s.size + 1):
+            c = st.ask(1)[0]
+            m = measure(c)
+            st.tell([m])
+            if m.ok and m.value <= opt * 1.0001:
+                return n
+        return s.size
+
+    learned = sorted(trials_to_opt(spec, sd) for sd in range(5))[2]
+    rand = sorted(trials_to_opt("random", sd) for sd in range(5))[2]
+    assert learned < rand
+
+
+def test_resume_by_telling_history_first():
+    s = space()
+    st = get_strategy("model", s, seed=0)
+    past = [measure(c) for c in s.sample(30, rng=1)]
+    st.tell(past)
+    nxt = st.ask(5)
+    assert not set(nxt) & {m.config for m in past}
+
+
+def test_optuna_never_sends_excluded_or_repeated_points():
+    s = Space([Pow2("bx", 1, 256), Pow2("by", 1, 256)], ["bx * by == 256"])  # 9 of 81 valid
+    st = get_strategy("optuna:tpe", s, seed=0)
+    got = []
+    while (b := st.ask(1)) is not None:
+        got += b
+        st.tell([Measurement(c, Status.OK, (float(c["bx"]),)) for c in b])
+    assert sorted(got, key=lambda c: c["bx"]) == sorted(s, key=lambda c: c["bx"])
+    assert st.proposals >= len(got)

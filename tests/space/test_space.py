@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from tunex import Config, ConfigError, SpaceError
+from tunex.space import Bool, Choice, Int, Permutation, Pow2, Space
+
+
+def brute(space: Space) -> list[Config]:
+    """Reference: filter the Cartesian product."""
+    out = []
+    for vals in itertools.product(*(p.values for p in space.params)):
+        c = Config(dict(zip(space.names, vals)))
+        if c in space:
+            out.append(c)
+    return out
+
+
+def matmul_space() -> Space:
+    return Space(
+        [Pow2("BLOCK_M", 16, 256), Pow2("BLOCK_N", 16, 256), Pow2("BLOCK_K", 16, 128),
+         Choice("GROUP_M", [1, 8]), Choice("num_warps", [2, 4, 8]), Int("num_stages", 2, 5)],
+        constraints=["(BLOCK_M + BLOCK_N) * BLOCK_K * num_stages * 2 <= smem",
+                     lambda BLOCK_M, M: BLOCK_M <= max(16, M),
+                     "BLOCK_M * BLOCK_N >= 32 * num_warps * 4"],
+        problem=["M", "smem"],
+    )
+
+
+def test_param_domains():
+    assert Pow2("b", 16, 128).values == (16, 32, 64, 128)
+    assert Int("s", 2, 8, 2).values == (2, 4, 6, 8)
+    assert Bool("f").values == (False, True)
+    p = Permutation("order", "mnk")
+    assert len(p.values) == 6 and ("m", "n", "k") in p
+    assert p.encode(("k", "m", "n")) == [1.0, 2.0, 0.0]
+    assert sorted(p.neighbours(("m", "n", "k"))) == [("m", "k", "n"), ("n", "m", "k")]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Choice("x", []),
+    lambda: Int("x", 5, 1),
+    lambda: Pow2("x", 3, 16),
+    lambda: Choice("x", [1, 1]),
+    lambda: Choice("not an identifier", [1]),
+])
+def test_bad_params_fail_at_declaration(make):
+    with pytest.raises(SpaceError):
+        make()
+
+
+def test_unknown_name_in_constraint_is_reported():
+    with pytest.raises(SpaceError, match="BLOCK_Q"):
+        Space([Pow2("BLOCK_M", 16, 64)], ["BLOCK_M * BLOCK_Q <= 4096"])
+    with pytest.raises(SpaceError, match="smem"):
+        Space([Pow2("BLOCK_M", 16, 64)], [lambda BLOCK_M, smem: BLOCK_M < smem])
+
+
+def test_empty_space_is_reported_at_declaration_or_bind():
+    with pytest.raises(SpaceError, match="no valid point"):
+        Space([Pow2("B", 16, 64)], ["B > 1000"])
+    s = Space([Pow2("B", 16, 64)], ["B <= M"], problem=["M"])  # fine until bound
+    with pytest.raises(SpaceError, match="no valid point"):
+        s.bind(M=8)
+    with pytest.raises(SpaceError, match="bind"):
+        _ = s.size
+
+
+def test_expression_strings_are_not_code():
+    with pytest.raises(SpaceError):
+        Space([Pow2("B", 16, 64)], ["__import__('os').system('true') or B"])
+    with pytest.raises(SpaceError):
+        Space([Pow2("B", 16, 64)], ["B.bit_length() > 2"])
+
+
+def test_count_enumerate_and_membership_match_brute_force():
+    s = matmul_space().bind(M=64, smem=65536)
+    ref = brute(s)
+    assert s.size == len(ref) > 0
+    assert list(s) == sorted(ref, key=list(s).index)  # same set, enumeration has no repeats
+    assert set(s) == set(ref)
+    assert len(set(s)) == s.size
+    assert [s.at(i) for i in range(s.size)] == list(s)
+    for c in ref[:50]:
+        assert c in s
+    bad = Config(BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, num_warps=2, num_stages=5)
+    assert bad not in s
+    assert any("smem" in v for v in s.violations(bad))
+    with pytest.raises(ConfigError, match="not a valid point"):
+        s.validate(bad)
+
+
+def test_sampling_is_uniform_over_valid_points():
+    s = Space([Int("a", 0, 9), Int("b", 0, 9)], ["a + b <= 6", "a != 3"])
+    n = s.size
+    draws = s.sample(20000, rng=0, unique=False)
+    counts = Counter(draws)
+    assert set(counts) == set(s)
+    expected = 20000 / n
+    chi2 = sum((c - expected) ** 2 / expected for c in counts.values())
+    assert chi2 < 2.5 * n  # a strongly skewed sampler lands far above this
+    uniq = s.sample(n + 5, rng=1)
+    assert len(uniq) == n and len(set(uniq)) == n
+
+
+def test_sampling_excludes_and_is_seeded():
+    s = matmul_space().bind(M=4096, smem=232448)
+    a = s.sample(30, rng=7)
+    assert a == s.sample(30, rng=7)
+    b = s.sample(30, rng=8, exclude=a)
+    assert not set(a) & set(b)
+    assert all(c in s for c in a + b)
+
+
+def test_huge_space_with_tight_constraints_is_fast():
+    params = [Pow2(f"B{i}", 1, 1024) for i in range(8)]  # 11^8 = 2.1e8 raw points
+    s = Space(params, ["B0 * B1 <= 64", "B2 * B3 <= 64", "B4 * B5 * B6 <= 128", "B7 <= B0"])
+    assert s.raw_size == 11 ** 8
+    t = time.perf_counter()
+    n = s.size
+    draws = s.sample(500, rng=0)
+    first = next(iter(s))
+    elapsed = time.perf_counter() - t
+    assert all(c in s for c in draws) and first in s
+    assert elapsed < 5  # full enumeration would take hours
+    # exact count by independent reasoning: pairs with product <= 64 over 1..1024 powers of 2
+    pairs = sum(1 for a in range(11) for b in range(11) if a + b <= 6)
+    triples = sum(1 for a in range(11) for b in range(11) for c in range(11) if a + b + c <= 7)
+    b7 = sum(1 for a in range(11) for b in range(11) if a + b <= 6 for _ in range(a + 1))
+    assert n == b7 * pairs * triples
+
+
+def test_neighbours_are_valid_one_step_moves():
+    s = matmul_space().bind(M=4096, smem=232448)
+    c = Config(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=3)
+    ns = s.neighbours(c)
+    assert ns and all(n in s for n in ns)
+    assert all(sum(n[k] != c[k] for k in s.names) == 1 for n in ns)
+    assert Config(c.to_dict() | {"BLOCK_M": 128}) in ns
+    assert Config(c.to_dict() | {"BLOCK_M": 256}) not in ns  # two steps away
+    assert len(s.neighbours(c, hamming=True)) > len(ns)
+
+
+def test_encode_and_feature_names():
+    s = Space([Pow2("B", 16, 64), Bool("f"), Permutation("o", "xy"), Choice("alg", ["a", "b"])])
+    X = s.encode([Config(B=32, f=True, o=("y", "x"), alg="b")])
+    assert X.tolist() == [[5.0, 1.0, 1.0, 0.0, 1.0]]
+    assert s.feature_names == ["B", "f", "o[x]", "o[y]", "alg"]
+
+
+def test_json_round_trip_and_t1(tmp_path):
+    s = Space([Pow2("B", 16, 64), Choice("w", [2, 4])], ["B * w <= cap"], problem=["cap"])
+    s2 = Space.from_dict(json.loads(json.dumps(s.bind(cap=128).to_dict())))
+    assert set(s2) == set(s.bind(cap=128))
+    t1 = {"ConfigurationSpace": {
+        "TuningParameters": [{"Name": "bx", "Type": "int", "Values": "[32 * i for i in range(1, 5)]"},
+                             {"Name": "fixed", "Type": "int", "Values": "[15]"},
+                             {"Name": "t", "Type": "int", "Values": [1, 2]}],
+        "Conditions": [{"Expression": "bx * t <= 4 * fixed", "Parameters": ["bx", "t"]}]}}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(t1))
+    s3 = Space.from_t1(p)
+    assert s3.bound == {"fixed": 15}
+    assert set(s3) == {Config(bx=32, t=1)}
+
+
+def test_default_is_valid():
+    s = matmul_space().bind(M=16, smem=232448)
+    assert s.default() in s
+    assert isinstance(np.asarray(s.encode([s.default()])), np.ndarray)
