@@ -1,0 +1,59 @@
+"""The library of tunable kernels.
+
+Each kernel is a :class:`~kernels._base.Kernel`: a ``@triton.jit`` function with its
+declarative space, problem key (with bucketing), reference implementation, correctness check and
+FLOP/byte counts. Kernels are found by name; their modules (which import triton) are imported
+only when asked for::
+
+    from kernels import get_kernel
+    mm = get_kernel("matmul")
+    space = mm.bind(mm.space(), mm.problem_key({"M": 4096, "N": 4096, "K": 4096}),
+                    {"smem": 232448})
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from kernels._base import Kernel
+from tunex.errors import ConfigError
+
+__all__ = ["Kernel", "available_kernels", "get_kernel", "register_kernel"]
+
+_REGISTRY: dict[str, str] = {
+    "matmul": "kernels.matmul:Matmul",
+    "softmax": "kernels.softmax:Softmax",
+    "layernorm": "kernels.layernorm:LayerNorm",
+    "flash_attention": "kernels.flash_attention:FlashAttention",
+}
+_INSTANCES: dict[str, Kernel] = {}
+
+
+def register_kernel(name: str, path: str) -> None:
+    """Make a kernel available to :func:`get_kernel` (``"module:Class"``, imported on use)."""
+    _REGISTRY[name] = path
+    _INSTANCES.pop(name, None)
+
+
+def available_kernels() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_kernel(name: str | Kernel) -> Kernel:
+    """The kernel called ``name`` (one shared instance per name).
+
+    Raises:
+        ConfigError: no kernel has that name.
+        ImportError: the kernel's module needs triton (or torch) and it is not installed.
+    """
+    if isinstance(name, Kernel):
+        return name
+    kernel = _INSTANCES.get(name)
+    if kernel is None:
+        path = _REGISTRY.get(name)
+        if path is None:
+            raise ConfigError(f"unknown kernel {name!r}; choose one of {available_kernels()}")
+        module, _, attr = path.partition(":")
+        kernel = getattr(importlib.import_module(module), attr)()
+        _INSTANCES[name] = kernel
+    return kernel

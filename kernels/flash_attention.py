@@ -1,0 +1,170 @@
+"""Flash-attention forward ``O = softmax(Q K^T / sqrt(D)) V`` (fp16/bf16, not causal).
+
+FlashAttention-2's forward pass: each program owns ``BLOCK_M`` query rows of one (batch, head)
+and streams the keys and values in blocks of ``BLOCK_N``, keeping a running maximum and sum
+(online softmax) so the ``N x N`` score matrix never reaches memory. Exponentials are base 2
+with the scale folded in (one multiply per score).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import triton
+import triton.language as tl
+
+from kernels._base import Kernel, next_pow2, torch_dtype
+from tunex.space import Choice, Int, Pow2, Space
+
+__all__ = ["FlashAttention", "attn_fwd_kernel"]
+
+@triton.jit
+def attn_fwd_kernel(Q, K, V, Out, sm_scale,
+                    stride_qz, stride_qh, stride_qm, stride_qd,
+                    stride_kz, stride_kh, stride_kn, stride_kd,
+                    stride_vz, stride_vh, stride_vn, stride_vd,
+                    stride_oz, stride_oh, stride_om, stride_od,
+                    H, N_CTX,
+                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    EVEN: tl.constexpr):
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    off_z = (off_hz // H).to(tl.int64)
+    off_h = (off_hz % H).to(tl.int64)
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_ptrs = (Q + off_z * stride_qz + off_h * stride_qh
+              + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd)
+    k_ptrs = (K + off_z * stride_kz + off_h * stride_kh
+              + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd)
+    v_ptrs = (V + off_z * stride_vz + off_h * stride_vh
+              + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd)
+    if EVEN:
+        q = tl.load(q_ptrs)
+    else:
+        q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504  # log2(e): exp(x) = exp2(x * log2(e))
+    for start_n in range(0, N_CTX, BLOCK_N):
+        if EVEN:
+            k = tl.load(k_ptrs)
+        else:
+            k = tl.load(k_ptrs, mask=(start_n + offs_n)[None, :] < N_CTX, other=0.0)
+        qk = tl.dot(q, k) * qk_scale
+        if not EVEN:
+            qk = tl.where((start_n + offs_n)[None, :] < N_CTX, qk, -1.0e6)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if EVEN:
+            v = tl.load(v_ptrs)
+        else:
+            v = tl.load(v_ptrs, mask=(start_n + offs_n)[:, None] < N_CTX, other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_ij
+        k_ptrs += BLOCK_N * stride_kn
+        v_ptrs += BLOCK_N * stride_vn
+    acc = acc / l_i[:, None]
+    o_ptrs = (Out + off_z * stride_oz + off_h * stride_oh
+              + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od)
+    if EVEN:
+        tl.store(o_ptrs, acc.to(Out.dtype.element_ty))
+    else:
+        tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
+
+class FlashAttention(Kernel):
+    """Attention forward on ``q, k, v`` of shape ``[Z, H, N_CTX, D]`` (batch, heads, sequence,
+    head dim), fp16 or bf16.
+
+    Space (4*4*2*4 = 128 points before constraints): ``BLOCK_M`` 32..256, ``BLOCK_N``
+    16..128, ``num_warps`` 4/8, ``num_stages`` 1..4. Constraints: Q and the pipelined K/V
+    blocks fit shared memory; at most 192 fp32 values (output accumulator and scores) per
+    thread; no block longer than the sequence.
+    """
+
+    name = "flash_attention"
+    dims = ("Z", "H", "N_CTX", "D")
+    dtypes = ("float16", "bfloat16")
+    buckets = {"N_CTX": "pow2"}
+    tolerances = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
+
+    @property
+    def fn(self) -> Any:
+        return attn_fwd_kernel
+
+    def space(self) -> Space:
+        return Space(
+            [Pow2("BLOCK_M", 32, 256, default=128), Pow2("BLOCK_N", 16, 128, default=64),
+             Choice("num_warps", (4, 8), default=8), Int("num_stages", 1, 4, default=3)],
+            ["(BLOCK_M * D + 2 * BLOCK_N * D * num_stages) * ELT <= smem",
+             "BLOCK_M * (D + BLOCK_N) <= 192 * 32 * num_warps",
+             "BLOCK_M <= max(32, N_POW2)", "BLOCK_N <= max(16, N_POW2)"],
+            problem=["D", "smem", "ELT", "N_POW2"], name="flash_attention")
+
+    def problem_key(self, problem: Mapping[str, Any]) -> dict[str, Any]:
+        key = super().problem_key(problem)
+        if key["D"] not in (16, 32, 64, 128, 256):
+            from tunex.errors import ConfigError
+
+            raise ConfigError(f"flash_attention: head dim D={key['D']} must be a power of two "
+                              "from 16 to 256")
+        return key
+
+    def derived(self, problem: Mapping[str, Any]) -> dict[str, Any]:
+        return {"ELT": 2, "N_POW2": next_pow2(problem["N_CTX"])}
+
+    def make_inputs(self, problem: Mapping[str, Any], device: str = "cuda",
+                    seed: int = 0) -> dict[str, Any]:
+        import torch
+
+        dt = torch_dtype(problem.get("dtype", "float16"))
+        shape = (problem["Z"], problem["H"], problem["N_CTX"], problem["D"])
+        if device == "meta":
+            q, k, v = (torch.empty(shape, dtype=dt, device="meta") for _ in range(3))
+        else:
+            g = torch.Generator(device="cpu").manual_seed(seed)
+            q, k, v = (torch.randn(shape, generator=g).to(device, dt) for _ in range(3))
+        return {"q": q, "k": k, "v": v, "o": torch.empty(shape, dtype=dt, device=device)}
+
+    def outputs(self, inputs: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (inputs["o"],)
+
+    def args(self, inputs: Mapping[str, Any], problem: Mapping[str, Any],
+             config: Mapping[str, Any]) -> dict[str, Any]:
+        q, k, v, o = inputs["q"], inputs["k"], inputs["v"], inputs["o"]
+        n = problem["N_CTX"]
+        out: dict[str, Any] = {"Q": q, "K": k, "V": v, "Out": o,
+                               "sm_scale": 1.0 / math.sqrt(problem["D"])}
+        for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
+            dims = ("z", "h", "n" if name in "kv" else "m", "d")
+            out.update({f"stride_{name}{d}": s for d, s in zip(dims, t.stride())})
+        out.update(H=problem["H"], N_CTX=n, HEAD_DIM=problem["D"],
+                   BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                   EVEN=n % config["BLOCK_M"] == 0 and n % config["BLOCK_N"] == 0)
+        return out
+
+    def grid(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[int, ...]:
+        return (triton.cdiv(problem["N_CTX"], config["BLOCK_M"]), problem["Z"] * problem["H"])
+
+    def reference(self, inputs: Mapping[str, Any], problem: Mapping[str, Any]
+                  ) -> tuple[Any, ...]:
+        import torch
+
+        q, k, v = (inputs[n].float() for n in "qkv")
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(problem["D"])
+        return ((torch.softmax(s, dim=-1) @ v).to(inputs["q"].dtype),)
+
+    def flops(self, problem: Mapping[str, Any]) -> float:
+        z, h, n, d = (problem[x] for x in ("Z", "H", "N_CTX", "D"))
+        return 4.0 * z * h * n * n * d
+
+    def bytes(self, problem: Mapping[str, Any]) -> float:
+        z, h, n, d = (problem[x] for x in ("Z", "H", "N_CTX", "D"))
+        return 2.0 * 4 * z * h * n * d

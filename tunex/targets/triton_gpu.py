@@ -1,0 +1,553 @@
+"""Triton kernels on an NVIDIA GPU: compile ahead of time on any CPU, measure on the GPU.
+
+``build`` compiles a config with ``triton.compile`` for a named architecture (``sm_90`` for the
+H100/H200) without touching a GPU, so it runs in CPU worker processes on any machine with Triton
+installed. It records compile-time facts (shared memory, registers, local memory used by spills,
+code size) and prunes configs that cannot run: more shared memory than a block may have,
+more registers than a block may hold, or heavy spilling. The artifact's payload is the cubin
+and Triton's metadata: plain bytes and JSON, so it pickles to the measuring process.
+
+``measure`` loads that cubin in the measuring process (no recompilation; Triton's
+``CompiledKernel`` is rebuilt from the cubin and metadata, and launched through Triton's own
+launcher), checks the result against the kernel's reference on the first run of every config,
+then times it: warm-up, repeats with the L2 cache flushed before each one (a 256 MiB write),
+each repeat timed with CUDA events, optionally replayed from a CUDA graph. The measurement
+holds every repeat; tunex takes the median and spread.
+
+Create it with ``make_target("triton_gpu")`` (the visible GPU), ``make_target("triton_gpu:sm_90")``
+(build for sm_90; measuring then needs a GPU of that architecture), and options after ``?``:
+``repeats``, ``warmup_ms``, ``flush_mb``, ``graphs``, ``check``, ``max_spill_bytes``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tunex.errors import TargetError
+from tunex.space import Space
+from tunex.targets._base import Target
+from tunex.trial import Artifact, Config, Measurement, Status, Workload
+
+__all__ = ["ARCH_FACTS", "MeasureOptions", "TritonBinary", "TritonGPUTarget", "parse_arch"]
+
+log = logging.getLogger("tunex.triton_gpu")
+
+#: Per-architecture limits used when no GPU is visible (and to check a visible one):
+#: opt-in shared memory per block (bytes), SMs of the flagship part, registers per SM, L2 bytes.
+ARCH_FACTS: dict[int, dict[str, float]] = {
+    70: {"smem": 98304, "sm_count": 80, "regs_per_sm": 65536, "l2_bytes": 6 << 20},
+    75: {"smem": 65536, "sm_count": 72, "regs_per_sm": 65536, "l2_bytes": 6 << 20},
+    80: {"smem": 166912, "sm_count": 108, "regs_per_sm": 65536, "l2_bytes": 40 << 20},
+    86: {"smem": 101376, "sm_count": 84, "regs_per_sm": 65536, "l2_bytes": 6 << 20},
+    89: {"smem": 101376, "sm_count": 128, "regs_per_sm": 65536, "l2_bytes": 72 << 20},
+    90: {"smem": 232448, "sm_count": 132, "regs_per_sm": 65536, "l2_bytes": 50 << 20},
+    100: {"smem": 232448, "sm_count": 148, "regs_per_sm": 65536, "l2_bytes": 126 << 20},
+}
+
+_INSTALL_HINT = ("install torch and triton (scripts/install-triton.sh, or "
+                 "pip install 'tunex[triton]')")
+
+
+def parse_arch(arch: str | int) -> int:
+    """Compute capability as an int: ``"sm_90"``, ``"sm90a"``, ``"9.0"``, ``90`` -> ``90``."""
+    text = str(arch).strip().lower()
+    m = re.fullmatch(r"(?:sm_?|cuda:?)?(\d+)\.?(\d)?a?", text)
+    if not m:
+        raise TargetError(f"cannot read GPU architecture {arch!r}; write it like sm_90 or 90")
+    major, minor = m.groups()
+    return int(major) * 10 + int(minor) if minor is not None else int(major)
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    """How :meth:`TritonGPUTarget.measure` times a kernel.
+
+    Attributes:
+        repeats: timed runs (each one preceded by an L2 flush); all of them are returned.
+        min_repeats: fewer are never taken, even for slow kernels.
+        max_time_ms: cap on the total timed kernel time; slow kernels get fewer repeats.
+        warmup_ms: untimed runs for at least this long first (clocks up, caches of the driver).
+        flush_mb: size of the buffer written before each repeat to evict L2 (0: no flush).
+        graphs: launch from a captured CUDA graph (removes launch overhead from the timing).
+        check: compare with the kernel's reference on the first run of each config.
+    """
+
+    repeats: int = 20
+    min_repeats: int = 5
+    max_time_ms: float = 200.0
+    warmup_ms: float = 10.0
+    flush_mb: int = 256
+    graphs: bool = False
+    check: bool = True
+
+
+@dataclass(frozen=True)
+class TritonBinary:
+    """A compiled kernel that crosses process boundaries: cubin, Triton metadata, launch spec.
+
+    ``signature``/``constexprs``/``attrs`` are what ``triton.compiler.ASTSource`` was given;
+    the measuring process rebuilds the same source object (no compilation) so Triton's
+    launcher matches the binary.
+    """
+
+    name: str
+    cubin: bytes
+    metadata_json: str
+    hash: str
+    signature: dict[str, str]
+    constexprs: dict[tuple[int, ...], Any]
+    attrs: dict[tuple[int, ...], list[list[Any]]]
+    arch: int
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+_TORCH_TO_TRITON = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32",
+                    "float64": "fp64", "int8": "i8", "int16": "i16", "int32": "i32",
+                    "int64": "i64", "uint8": "u8", "bool": "u1",
+                    "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5"}
+
+
+def specialize(fn: Any, args: list[Any]) -> tuple[dict[str, str], dict[Any, Any],
+                                                 dict[Any, Any]]:
+    """Signature, constexprs and attributes of a call (``args`` in the function's parameter
+    order), the way Triton's JIT derives them.
+
+    Tensors become ``*dtype`` pointers, assumed 16-byte aligned (torch allocations are 256);
+    ints equal to 1 become constants, ints divisible by 16 get the divisibility attribute,
+    floats are ``fp32`` and bools ``u1``; constexpr parameters keep their value.
+    """
+    names = list(fn.arg_names)
+    if len(args) != len(names):
+        raise TypeError(f"{len(args)} arguments for {fn.__name__}{tuple(names)}")
+    constexpr_idx = set(fn.constexprs)
+    signature: dict[str, str] = {}
+    constexprs: dict[tuple[int, ...], Any] = {}
+    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
+    div16 = [["tt.divisibility", 16]]
+    for i, (name, value) in enumerate(zip(names, args)):
+        if i in constexpr_idx:
+            signature[name] = "constexpr"
+            constexprs[(i,)] = value
+        elif hasattr(value, "data_ptr") and hasattr(value, "dtype"):
+            dtype = str(value.dtype).replace("torch.", "")
+            signature[name] = "*" + _TORCH_TO_TRITON[dtype]
+            attrs[(i,)] = div16
+        elif isinstance(value, bool):
+            signature[name] = "u1"
+        elif isinstance(value, int):
+            if value == 1:
+                signature[name] = "constexpr"
+                constexprs[(i,)] = 1
+                continue
+            signature[name] = "i32" if -2**31 <= value < 2**31 else "i64"
+            if value % 16 == 0:
+                attrs[(i,)] = div16
+        elif isinstance(value, float):
+            signature[name] = "fp32"
+        elif value is None:
+            signature[name] = "constexpr"
+            constexprs[(i,)] = None
+        else:
+            raise TypeError(f"cannot pass {name}={value!r} to a Triton kernel")
+    return signature, constexprs, attrs
+
+
+_RES_USAGE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
+
+
+def _resource_usage(cubin: bytes) -> dict[str, int]:
+    """Registers, stack and local memory of a cubin, read with the cuobjdump Triton ships."""
+    try:
+        from triton import knobs
+
+        tool = knobs.nvidia.cuobjdump.path
+    except Exception:  # older Triton layout
+        tool = shutil.which("cuobjdump") or ""
+    if not tool or not os.path.exists(tool):
+        return {}
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        try:
+            out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True,
+                                 timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            return {}
+    m = _RES_USAGE.search(out)
+    if not m:
+        return {}
+    regs, stack, _shared_static, local = map(int, m.groups())
+    # Triton reports spills as the function's local memory (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
+    return {"n_regs": regs, "stack_bytes": stack, "n_spills": local}
+
+
+def _device_target(arch: int) -> Any:
+    from triton.backends.compiler import GPUTarget
+
+    return GPUTarget("cuda", arch, 32)
+
+
+class TritonGPUTarget(Target):
+    """Library kernels (``kernels/``) compiled with Triton and measured on an NVIDIA GPU.
+
+    Args:
+        arch: architecture to build for (``"sm_90"``, ``90``); default: the visible GPU's.
+        repeats, warmup_ms, flush_mb, graphs, check, max_time_ms: see :class:`MeasureOptions`.
+        max_spill_bytes: prune a build whose spills use more local memory than this per thread.
+        smem: shared memory per block to prune against (default: the device's or the arch's).
+
+    Raises:
+        TargetError: triton/torch are not installed, or no arch is given and no GPU is visible.
+    """
+
+    name = "triton_gpu"
+    noisy = True
+
+    def __init__(self, arch: str | int | None = None, *, repeats: int = 20,
+                 warmup_ms: float = 10.0, flush_mb: int = 256, graphs: bool = False,
+                 check: bool = True, max_time_ms: float = 200.0, max_spill_bytes: int = 256,
+                 smem: int | None = None) -> None:
+        try:
+            import torch
+            import triton
+        except ImportError as e:
+            raise TargetError(f"the triton_gpu target needs {e.name}: {_INSTALL_HINT}") from None
+        self.options = MeasureOptions(repeats=int(repeats), warmup_ms=float(warmup_ms),
+                                      flush_mb=int(flush_mb), graphs=bool(graphs),
+                                      check=bool(check), max_time_ms=float(max_time_ms))
+        self.max_spill_bytes = int(max_spill_bytes)
+        gpu = self._visible_gpu(torch)
+        if arch is None:
+            if gpu is None:
+                raise TargetError("no CUDA GPU is visible to torch; to build ahead of time name "
+                                  "an architecture (triton_gpu:sm_90), and measure on a "
+                                  "machine with an NVIDIA GPU")
+            arch = gpu["arch"]
+        self.arch = parse_arch(arch)
+        base = dict(ARCH_FACTS.get(self.arch, ARCH_FACTS[80]))
+        self.device_name: str | None = None
+        if gpu is not None and gpu["arch"] == self.arch:
+            self.device_name = gpu["name"]
+            base.update({k: v for k, v in gpu.items() if k in base and v})
+        if smem is not None:
+            base["smem"] = int(smem)
+        self._facts = base
+        self._fingerprint = {
+            "device": self.device_name or f"sm_{self.arch} (ahead of time)",
+            "arch": f"sm_{self.arch}",
+            "triton": triton.__version__,
+            "torch": torch.__version__.split("+")[0],
+            "cuda": torch.version.cuda or "none",
+        }
+        self._state: _DeviceState | None = None
+
+    @staticmethod
+    def _visible_gpu(torch: Any) -> dict[str, Any] | None:
+        try:
+            if not torch.cuda.is_available():
+                return None
+            p = torch.cuda.get_device_properties(torch.cuda.current_device())
+        except Exception:  # a broken driver counts as no GPU; measure says so
+            return None
+        return {"arch": p.major * 10 + p.minor, "name": p.name,
+                "sm_count": p.multi_processor_count,
+                "smem": getattr(p, "shared_memory_per_block_optin", 0),
+                "l2_bytes": getattr(p, "L2_cache_size", 0),
+                "regs_per_sm": getattr(p, "regs_per_multiprocessor", 0)}
+
+    # Device state (tensors, CUDA events, loaded kernels) lives only in the measuring process;
+    # worker processes get the target without it.
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_state": None}
+
+    # -- Target contract ------------------------------------------------------------------------
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        return dict(self._fingerprint)
+
+    def facts(self) -> Mapping[str, float]:
+        return {"sm_count": float(self._facts["sm_count"]),
+                "smem_per_block": float(self._facts["smem"]),
+                "regs_per_sm": float(self._facts["regs_per_sm"]),
+                "l2_bytes": float(self._facts["l2_bytes"]),
+                "arch": float(self.arch)}
+
+    def device_facts(self) -> dict[str, Any]:
+        """Values a kernel's space constraints may read (``smem``, ``sm_count``, ...)."""
+        return {"smem": int(self._facts["smem"]), "sm_count": int(self._facts["sm_count"]),
+                "arch": self.arch}
+
+    def prepare(self, kernel: Any, problem: Mapping[str, Any]) -> tuple[Space, Workload]:
+        """The kernel's space bound to ``problem`` and this device, and the workload.
+
+        ``kernel`` is a :class:`kernels.Kernel` or its name; ``problem`` holds its dims (and
+        ``dtype``). The workload's problem is the kernel's bucketed key.
+        """
+        from kernels import get_kernel
+
+        if kernel is None:
+            raise TargetError("name the kernel to tune, e.g. tunex search matmul --target "
+                              "triton_gpu --shape M=4096,N=4096,K=4096")
+        k = get_kernel(kernel)
+        key = k.problem_key(problem)
+        space = k.bind(k.space(), k.representative(key), self.device_facts())
+        return space, Workload(k.name, k.source_hash, key, self.fingerprint())
+
+    def build(self, workload: Workload, config: Config) -> Artifact:
+        t0 = time.perf_counter()
+        try:
+            binary, facts = self._compile(workload, config)
+        except Exception as e:  # a config that does not compile is data
+            return Artifact(workload, config, Status.COMPILE_ERROR,
+                            error=_short(f"{type(e).__name__}: {e}"),
+                            compile_ms=(time.perf_counter() - t0) * 1e3)
+        ms = (time.perf_counter() - t0) * 1e3
+        why = self._prune_reason(facts)
+        status = Status.PRUNED if why else Status.OK
+        return Artifact(workload, config, status, payload=None if why else binary, facts=facts,
+                        compile_ms=ms, error=why)
+
+    def measure(self, artifact: Artifact) -> Measurement:
+        if not artifact.ok:
+            return Measurement.failed(artifact.config, artifact.status, artifact.error,
+                                      compile_ms=artifact.compile_ms, facts=artifact.facts)
+        state = self._device()
+        return state.measure(artifact)
+
+    def close(self) -> None:
+        if self._state is not None:
+            self._state.close()
+            self._state = None
+
+    # -- building -------------------------------------------------------------------------------
+
+    def _compile(self, workload: Workload, config: Config) -> tuple[TritonBinary, dict[str, Any]]:
+        import triton
+        from triton.compiler import ASTSource
+
+        from kernels import get_kernel
+
+        k = get_kernel(workload.kernel)
+        problem = k.representative(workload.problem)
+        inputs = k.make_inputs(problem, device="meta")
+        signature, constexprs, attrs = specialize(k.fn, k.ordered_args(inputs, problem, config))
+        src = ASTSource(k.fn, signature, constexprs=constexprs, attrs=attrs)
+        ck = triton.compile(src, target=_device_target(self.arch),
+                            options=k.launch_options(config))
+        md = ck.metadata
+        metadata_json = _read_metadata(ck)
+        binary = TritonBinary(name=ck.name, cubin=bytes(ck.kernel), metadata_json=metadata_json,
+                              hash=ck.hash, signature=signature, constexprs=constexprs,
+                              attrs=attrs, arch=self.arch)
+        facts: dict[str, Any] = {"shared_bytes": int(md.shared), "num_warps": int(md.num_warps),
+                                 "num_stages": int(md.num_stages),
+                                 "code_bytes": len(binary.cubin)}
+        facts.update(_resource_usage(binary.cubin))
+        return binary, facts
+
+    def _prune_reason(self, facts: Mapping[str, Any]) -> str | None:
+        smem = int(self._facts["smem"])
+        if facts["shared_bytes"] > smem:
+            return (f"needs {facts['shared_bytes']} bytes of shared memory, sm_{self.arch} "
+                    f"allows {smem} per block; smaller blocks or fewer num_stages fit")
+        regs = facts.get("n_regs")
+        threads = facts["num_warps"] * 32
+        if regs is not None and regs * threads > self._facts["regs_per_sm"]:
+            return (f"{regs} registers x {threads} threads exceed the "
+                    f"{int(self._facts['regs_per_sm'])} registers of a multiprocessor; "
+                    "use fewer warps or smaller blocks")
+        spills = facts.get("n_spills")
+        if spills is not None and spills > self.max_spill_bytes:
+            return (f"spills {spills} bytes per thread to local memory (limit "
+                    f"{self.max_spill_bytes}); smaller blocks or more warps avoid it")
+        return None
+
+    # -- measuring ------------------------------------------------------------------------------
+
+    def _device(self) -> _DeviceState:
+        if self._state is None:
+            self._state = _DeviceState(self)
+        return self._state
+
+
+def _short(text: str, limit: int = 2000) -> str:
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def _read_metadata(ck: Any) -> str:
+    path = next(p for name, p in ck.metadata_group.items() if name.endswith(".json"))
+    with open(path) as f:
+        return f.read()
+
+
+class _DeviceState:
+    """What the measuring process keeps: inputs and references per workload, loaded kernels."""
+
+    def __init__(self, target: TritonGPUTarget) -> None:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise TargetError("no CUDA GPU is visible to torch in the measuring process; "
+                              "measure on a machine with an NVIDIA GPU (builds work anywhere)")
+        p = torch.cuda.get_device_properties(torch.cuda.current_device())
+        cap = p.major * 10 + p.minor
+        if cap != target.arch:
+            raise TargetError(f"configs are built for sm_{target.arch} but the GPU is {p.name} "
+                              f"(sm_{cap}); use triton_gpu (the visible GPU) or "
+                              f"triton_gpu:sm_{cap}")
+        self.torch = torch
+        self.target = target
+        self.opts = target.options
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.name = f"{p.name}#{self.device.index}"
+        self.flush = (torch.empty(self.opts.flush_mb << 18, dtype=torch.int32, device=self.device)
+                      if self.opts.flush_mb else None)
+        self.workload_key: str | None = None
+        self.inputs: dict[str, Any] = {}
+        self.expected: tuple[Any, ...] = ()
+        self.checked: set[str] = set()
+        self.tmp = tempfile.mkdtemp(prefix="tunex-cubin-")
+
+    def close(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _inputs_for(self, workload: Workload) -> tuple[Any, dict[str, Any]]:
+        from kernels import get_kernel
+
+        k = get_kernel(workload.kernel)
+        problem = k.representative(workload.problem)
+        if self.workload_key != workload.key:  # one workload's tensors at a time
+            self.inputs, self.expected = {}, ()
+            self.torch.cuda.empty_cache()
+            self.inputs = k.make_inputs(problem, device=str(self.device))
+            self.expected = k.reference(self.inputs, problem) if self.opts.check else ()
+            self.torch.cuda.synchronize()
+            self.workload_key = workload.key
+        return k, problem
+
+    def _load(self, binary: TritonBinary, fn: Any) -> Any:
+        """Triton's CompiledKernel for ``binary``, rebuilt from its files (no compilation)."""
+        from triton.compiler import ASTSource, CompiledKernel
+
+        folder = os.path.join(self.tmp, binary.hash)
+        os.makedirs(folder, exist_ok=True)
+        paths = {f"{binary.name}.cubin": os.path.join(folder, f"{binary.name}.cubin"),
+                 f"{binary.name}.json": os.path.join(folder, f"{binary.name}.json")}
+        with open(paths[f"{binary.name}.cubin"], "wb") as f:
+            f.write(binary.cubin)
+        with open(paths[f"{binary.name}.json"], "w") as f:
+            f.write(binary.metadata_json)
+        src = ASTSource(fn, binary.signature, constexprs=binary.constexprs, attrs=binary.attrs)
+        return CompiledKernel(src, paths, binary.hash)
+
+    def measure(self, artifact: Artifact) -> Measurement:
+        torch = self.torch
+        config, workload = artifact.config, artifact.workload
+        start = time.time()
+        facts = dict(artifact.facts)
+
+        def failed(status: Status, error: str) -> Measurement:
+            return Measurement.failed(config, status, _short(error), facts=facts,
+                                      compile_ms=artifact.compile_ms, worker=self.name,
+                                      started_at=start)
+
+        k, problem = self._inputs_for(workload)
+        try:
+            ck = self._load(artifact.payload, k.fn)
+            args = k.ordered_args(self.inputs, problem, config)
+            grid = k.grid(problem, config)
+            runner = ck[grid]  # loads the module; refuses too much shared memory
+        except Exception as e:
+            status = Status.PRUNED if "OutOfResources" in type(e).__name__ else Status.RUNTIME_ERROR
+            return failed(status, f"{type(e).__name__}: {e}")
+
+        def launch() -> None:
+            runner(*args)
+
+        try:
+            key = f"{workload.key}|{config.key}"
+            if self.opts.check and key not in self.checked:
+                for out in k.outputs(self.inputs):
+                    out.fill_(math.nan) if out.is_floating_point() else out.zero_()
+                launch()
+                torch.cuda.synchronize()
+                wrong = k.check(k.outputs(self.inputs), self.expected,
+                                workload.problem.get("dtype", "float16"))
+                if wrong:
+                    return failed(Status.WRONG_RESULT, wrong)
+                self.checked.add(key)
+            times = self._time(launch)
+        except Exception as e:
+            self._poisoned(e)
+            return failed(Status.RUNTIME_ERROR, f"{type(e).__name__}: {e}")
+        flops, nbytes = k.flops(problem), k.bytes(problem)
+        med = sorted(times)[len(times) // 2]
+        facts.update(tflops=flops / (med * 1e9), gbps=nbytes / (med * 1e6))
+        return Measurement(config, Status.OK, tuple(times), compile_ms=artifact.compile_ms,
+                           facts=facts, worker=self.name, started_at=start)
+
+    def _time(self, launch: Callable[[], None]) -> list[float]:
+        torch, opts = self.torch, self.opts
+        fn = launch
+        if opts.graphs:
+            launch()  # the launcher and module must exist before capture
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                launch()
+            fn = graph.replay
+        # warm-up: at least once, then for warmup_ms; its timing sizes the repeats
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        torch.cuda.synchronize()
+        one = max(e0.elapsed_time(e1), 1e-3)
+        for _ in range(min(1000, int(opts.warmup_ms / one))):
+            fn()
+        n = max(opts.min_repeats, min(opts.repeats, int(opts.max_time_ms / one)))
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for s, e in zip(starts, ends):
+            if self.flush is not None:
+                self.flush.zero_()  # evict L2: every repeat starts from memory
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+    def _poisoned(self, error: Exception) -> None:
+        """After an illegal memory access the CUDA context is dead for good: leave the process.
+
+        In a tunex worker process the executor sees the worker die, records this trial as
+        ``worker_lost`` and starts a fresh measuring process; elsewhere, say so.
+        """
+        try:
+            self.torch.cuda.synchronize()
+            self.torch.zeros(1, device=self.device).add_(1).item()
+            return
+        except Exception:
+            pass
+        if multiprocessing.current_process().name.startswith("tunex-"):
+            log.error("CUDA context lost (%s); restarting the measuring process", error)
+            os._exit(70)
+        raise TargetError(f"the CUDA context is unusable after {type(error).__name__}: {error}; "
+                          "restart the process (tunex's LocalExecutor does this by itself)")
+
+
+def kernel_summary(target: TritonGPUTarget) -> str:
+    """One line about the target for logs and benchmark reports."""
+    return json.dumps({**target.fingerprint(), **target.facts()}, sort_keys=True)
