@@ -27,6 +27,7 @@ __all__ = ["OptunaSearch"]
 
 _PENALTY_MARGIN = math.log(2.0)  # failures score as twice as slow as the worst success
 _MAX_RETRIES = 64  # re-asks per slot before falling back to a fresh random point
+_MAX_RETRIES_GP = 6  # a GP ask costs a model fit: give up on excluded points sooner
 
 
 def _sampler(variant: str, seed: int | None) -> optuna.samplers.BaseSampler:
@@ -77,6 +78,7 @@ class OptunaSearch(SearchStrategy):
         self._open: dict[Config, list[optuna.trial.Trial]] = {}
         self._orphans: list[optuna.trial.Trial] = []  # excluded points told once a value exists
         self._worst: float | None = None
+        self._retries = _MAX_RETRIES_GP if self.variant == "gp" else _MAX_RETRIES
 
     # -- mapping between Optuna's index params and configs --------------------------------------
 
@@ -98,7 +100,7 @@ class OptunaSearch(SearchStrategy):
         out: list[Config] = []
         for _ in range(n):
             picked = None
-            for _ in range(_MAX_RETRIES):
+            for _ in range(self._retries):
                 trial = self.study.ask(self._dists)
                 self.proposals += 1
                 config = self._config(trial)
