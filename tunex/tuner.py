@@ -100,8 +100,8 @@ class Tuner:
         batch: trials kept in flight (default: the executor's slots).
         seed: seed of the strategy.
         patience: stop after this many trials without a 1% improvement.
-        remeasure: re-measure the leaders within 3% of the best this many times before declaring
-            a winner (noisy targets only).
+        remeasure: trials kept aside (within the budget) to measure again the leaders within 3%
+            of the best before declaring a winner (noisy targets only).
         transfer: warm-start the strategy from other workloads of the same kernel in the db.
         on_trial: called with each recorded measurement and its trial number.
         progress: show a progress bar.
@@ -111,7 +111,7 @@ class Tuner:
                  db: Database | None = None, strategy: str | SearchStrategy = DEFAULT_STRATEGY,
                  budget: Budget | str = "100trials", executor: Executor | None = None,
                  batch: int | None = None, seed: int | None = None, patience: int | None = None,
-                 remeasure: int = 2, transfer: bool = True,
+                 remeasure: int = 4, transfer: bool = True,
                  on_trial: Callable[[Measurement, int], None] | None = None,
                  progress: bool = False) -> None:
         self.target = target
@@ -226,17 +226,17 @@ class Tuner:
     def _remeasure(self, count: int, new: int) -> tuple[int, int]:
         """Measure the close leaders again so noise does not pick the winner."""
         top = self.db.top_k(self.workload, 4)
-        if len(top) < 2:
+        if not top:
             return count, new
-        close = [m for m in top if m.value <= top[0].value * 1.03]
-        if len(close) < 2:
-            return count, new
-        for _ in range(self.remeasure):
-            for m in close:
-                again = self.executor.submit(self.target, self.workload, m.config).result()
-                self.db.record(self.workload, again, strategy="remeasure")
-                count += 1
-                new += 1
+        close = [m for m in top if m.value <= top[0].value * 1.03] or top[:1]
+        if len(close) < 2:  # a lone leader may owe its lead to noise: check the runner-up too
+            close = top[:2]
+        for i in range(self.remeasure):
+            config = close[i % len(close)].config
+            again = self.executor.submit(self.target, self.workload, config).result()
+            self.db.record(self.workload, again, strategy="remeasure")
+            count += 1
+            new += 1
         return count, new
 
 

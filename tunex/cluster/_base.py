@@ -9,9 +9,16 @@ from concurrent.futures import Future
 
 from tunex.errors import TargetError
 from tunex.targets._base import Target
-from tunex.trial import Config, Measurement, Status, Workload
+from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
-__all__ = ["Executor", "run_trial"]
+__all__ = ["Executor", "failed_build", "run_trial"]
+
+
+def failed_build(artifact: Artifact, worker: str | None = None) -> Measurement:
+    """The measurement of an artifact that could not be built or was pruned: never measured."""
+    return Measurement.failed(artifact.config, artifact.status, artifact.error,
+                              compile_ms=artifact.compile_ms, facts=artifact.facts,
+                              worker=worker)
 
 
 class Executor(abc.ABC):
@@ -45,7 +52,7 @@ def run_trial(target: Target, workload: Workload, config: Config, worker: str) -
     start = time.time()
     try:
         artifact = target.build(workload, config)
-        m = target.measure(artifact)
+        m = failed_build(artifact, worker) if not artifact.ok else target.measure(artifact)
     except TargetError:
         raise
     except Exception as e:  # a target that raises on a bad config: still a failed trial

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tunex.cluster._base import Executor, run_trial
+from tunex.cluster._base import Executor, failed_build, run_trial
 from tunex.errors import TargetError
 from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
@@ -153,7 +153,9 @@ class LocalExecutor(Executor):
                 return
             workload, config, fut, start = item
             kind, value = worker.call("build", (workload, config), self.options.build_timeout)
-            if kind == "ok":
+            if kind == "ok" and not value.ok:
+                fut.set_result(failed_build(value, worker.name).replace(started_at=start))
+            elif kind == "ok":
                 self._measures.put((value, fut, start))
             elif kind == "fatal":
                 fut.set_exception(value)

@@ -1,0 +1,89 @@
+"""The local executor: parallel builds, timeouts for hung builds and kernels, lost workers."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from tunex import Config, Measurement, Status, TargetError, Workload
+from tunex.cluster import InlineExecutor, LocalExecutor, LocalOptions
+from tunex.targets._base import Target
+from tunex.trial import Artifact
+
+
+class SlowTarget(Target):
+    """build: a=1 hangs, a=2 kills its process, a=3 fails; measure: b=1 hangs, b=2 crashes."""
+
+    name = "slow"
+
+    def fingerprint(self):
+        return {"device": "cpu"}
+
+    def build(self, workload, config):
+        if config["a"] == 1:
+            time.sleep(60)
+        if config["a"] == 2:
+            os._exit(3)
+        if config["a"] == 3:
+            return Artifact(workload, config, Status.COMPILE_ERROR, error="nope")
+        time.sleep(0.2)
+        return Artifact(workload, config, payload=os.getpid())
+
+    def measure(self, artifact):
+        c = artifact.config
+        if c["b"] == 1:
+            time.sleep(60)
+        if c["b"] == 2:
+            os._exit(4)
+        return Measurement(c, Status.OK, (1.0 + c["a"],), facts={"built_by": artifact.payload})
+
+
+W = Workload("slow")
+
+
+@pytest.fixture(scope="module")
+def executor():
+    t = SlowTarget()
+    ex = LocalExecutor(t, LocalOptions(build_workers=2, build_timeout=3, measure_timeout=3))
+    yield t, ex
+    ex.close()
+
+
+def test_failures_of_every_kind_become_measurements(executor):
+    t, ex = executor
+    cases = {Config(a=0, b=0): Status.OK, Config(a=1, b=0): Status.TIMEOUT,
+             Config(a=2, b=0): Status.WORKER_LOST, Config(a=3, b=0): Status.COMPILE_ERROR,
+             Config(a=4, b=1): Status.TIMEOUT, Config(a=5, b=2): Status.WORKER_LOST,
+             Config(a=6, b=0): Status.OK}
+    futs = {c: ex.submit(t, W, c) for c in cases}
+    got = {c: f.result(timeout=60) for c, f in futs.items()}
+    assert {c: m.status for c, m in got.items()} == cases
+    # the executor survives all of it: later trials still run
+    assert ex.submit(t, W, Config(a=7, b=0)).result(timeout=30).ok
+
+
+def test_builds_run_in_parallel_processes(executor):
+    t, ex = executor
+    futs = [ex.submit(t, W, Config(a=10 + i, b=0)) for i in range(6)]
+    ms = [f.result(timeout=60) for f in futs]
+    assert all(m.ok for m in ms)
+    assert len({m.facts["built_by"] for m in ms}) == 2  # both build processes were used
+
+
+def test_inline_executor_propagates_only_target_errors():
+    class Broken(SlowTarget):
+        def build(self, workload, config):
+            raise TargetError("no toolchain: install it")
+
+    fut = InlineExecutor().submit(Broken(), W, Config(a=0, b=0))
+    with pytest.raises(TargetError, match="install"):
+        fut.result()
+
+    class Raises(SlowTarget):
+        def measure(self, artifact):
+            raise ValueError("bad launch")
+
+    m = InlineExecutor().submit(Raises(), W, Config(a=0, b=0)).result()
+    assert m.status is Status.RUNTIME_ERROR and "bad launch" in (m.error or "")

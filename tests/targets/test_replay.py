@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from tests._data import recorded
+from tunex import Config, Status, TargetError
+from tunex.targets import make_target
+from tunex.targets.replay import ReplayTarget
+
+
+def test_kernel_tuner_file_with_found_definition():
+    t = ReplayTarget(recorded("convolution/A100.json.gz"))
+    assert t.space.size == 4362  # the T1 constraints reproduce exactly the recorded points
+    assert t.space.bound["filter_height"] == 15
+    w = t.workload()
+    assert w.kernel == "convolution_kernel" and "A100" in w.target["device"]
+    ok = failed = 0
+    for c in t.space.sample(300, rng=0):
+        m = t.measure(t.build(w, c))
+        if m.ok:
+            ok += 1
+            assert m.value == pytest.approx(t.true_time(c))
+        else:
+            failed += 1
+            assert m.status in (Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.INVALID)
+    assert ok > 0 and failed > 0  # this space records failed configs (161 of 4362)
+    assert t.optimum() == pytest.approx(0.5536, rel=1e-3)
+
+
+def test_noisy_mode_draws_recorded_repeats():
+    path = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    t = ReplayTarget(path, noisy=True, seed=0)
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    c = next(c for c in t.space if t.true_time(c) < float("inf"))
+    entry = t._entry(c)
+    draws = {t.measure(t.build(t.workload(), c)).times_ms[0] for _ in range(40)}
+    assert draws <= set(entry["times"]) and len(draws) > 1
+    assert doc["device_name"] == t.workload().target["device"]
+
+
+def test_own_format_with_restrictions_and_missing_points(tmp_path):
+    doc = {
+        "device_name": "toy", "kernel_name": "toy", "problem_size": [8],
+        "tune_params_keys": ["a", "b"], "tune_params": {"a": [1, 2, 4], "b": [1, 2]},
+        "restrictions": ["a * b <= 4"],
+        "cache": {
+            "1,1": {"a": 1, "b": 1, "time": 3.0, "times": [3.0, 3.1]},
+            "2,1": {"a": 2, "b": 1, "time": "CompilationFailedConfig"},
+            "4,1": {"a": 4, "b": 1, "time": 1.0, "times": [1.0]},
+            "2,2": {"a": 2, "b": 2, "time": "RuntimeFailedConfig"},
+        },
+    }
+    p = tmp_path / "toy.json"
+    p.write_text(json.dumps(doc))
+    t = make_target(f"replay:{p}")
+    assert t.space.size == 5  # (1,1) (1,2) (2,1) (2,2) (4,1)
+    w = t.workload()
+    status = {c: t.measure(t.build(w, c)).status for c in t.space}
+    assert status[Config(a=1, b=1)] is Status.OK
+    assert status[Config(a=2, b=1)] is Status.COMPILE_ERROR
+    assert status[Config(a=2, b=2)] is Status.RUNTIME_ERROR
+    assert status[Config(a=1, b=2)] is Status.INVALID  # in the space, never recorded
+    assert t.optimum() == 1.0
+
+
+def test_bad_files_give_clear_errors(tmp_path):
+    with pytest.raises(TargetError, match="does not exist"):
+        ReplayTarget(tmp_path / "missing.json.gz")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"cache": {}}')
+    with pytest.raises(TargetError, match="not a recorded tuning space"):
+        ReplayTarget(bad)
+    with pytest.raises(TargetError, match="unknown target"):
+        make_target("quantum:x")

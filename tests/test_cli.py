@@ -1,0 +1,65 @@
+"""The commands the issue names, run as a user would (in-process through main())."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+
+import pytest
+
+from tests._data import recorded
+from tunex.cli import main
+
+
+def test_search_export_best_and_resume(tmp_path, capsys):
+    data = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    db = tmp_path / "run.db"
+    args = ["search", "--target", f"replay:{data}", "--strategy", "model", "--budget",
+            "30trials", "--seed", "1", "--db", str(db)]
+    assert main(args) == 0
+    out = tmp_path / "trials.csv"
+    assert main(["db", "export", "--db", str(db), "--format", "csv", "-o", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 30
+    assert list(rows[0])[:7] == ["trial", "status", "time_ms", "between_method", "block_size_x",
+                                 "tile_size", "use_method"]
+    assert [int(r["trial"]) for r in rows] == list(range(1, 31))
+    capsys.readouterr()
+    assert main(["db", "best", "--db", str(db), "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)
+    oks = [float(r["time_ms"]) for r in rows if r["status"] == "ok"]
+    assert best[0]["time_ms"] == pytest.approx(min(oks))
+    # same command again with a larger budget: continues, never repeats a config
+    args[args.index("30trials")] = "45trials"
+    assert main(args) == 0
+    with sqlite3.connect(db) as con:
+        configs = con.execute("select config from trials").fetchall()
+    assert len(configs) == 45 == len(set(configs))
+
+
+def test_quiet_output_is_json(tmp_path, capsys):
+    data = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    assert main(["search", "--target", f"replay:{data}", "--budget", "5trials", "--db",
+                 str(tmp_path / "q.db"), "-q", "--strategy", "random", "--seed", "0"]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["trials"] == 5 and set(line["config"]) >= {"block_size_x", "tile_size"}
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["search", "--target", "replay:/nonexistent.json.gz", "--db", "{db}"], "does not exist"),
+    (["search", "--target", "replay:{data}", "--budget", "2 hours", "--db", "{db}"], "budget"),
+    (["search", "--target", "replay:{data}", "--strategy", "magic", "--db", "{db}"],
+     "unknown search strategy"),
+    (["db", "best", "--db", "{missing}"], "--db"),
+    (["db", "export", "--db", "{junk}"], "move it aside"),
+])
+def test_bad_input_gives_a_clear_error(tmp_path, capsys, argv, message):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"\x00garbage" * 600)
+    fill = {"db": str(tmp_path / "x.db"), "missing": str(tmp_path / "none.db"),
+            "junk": str(junk), "data": str(recorded("pnpoly/RTX_2080_Ti.json.gz"))}
+    assert main([a.format(**fill) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tunex: error:") and message in err
+    assert junk.read_bytes() == b"\x00garbage" * 600  # nothing lost or changed

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests._data import recorded
+from tunex import Budget, BudgetError, Config, Database, Measurement, Status, Tuner, Workload
+from tunex.cluster import InlineExecutor
+from tunex.space import Int, Space
+from tunex.targets._base import Target
+from tunex.targets.replay import ReplayTarget
+from tunex.trial import Artifact
+
+
+@pytest.mark.parametrize("text,seconds,trials", [
+    ("2h", 7200, None), ("90m", 5400, None), ("45s", 45, None), ("1h30m", 5400, None),
+    ("500trials", None, 500), ("2h,500trials", 7200, 500), ("1trial", None, 1),
+])
+def test_budget_parse(text, seconds, trials):
+    b = Budget.parse(text)
+    assert (b.seconds, b.trials) == (seconds, trials)
+
+
+@pytest.mark.parametrize("text", ["", "2 hours", "fast", "10x", "h2"])
+def test_budget_parse_errors(text):
+    with pytest.raises(BudgetError, match="budget"):
+        Budget.parse(text)
+
+
+class FlakyTarget(Target):
+    """A toy target where some configs fail to build, some crash, and the rest are timed."""
+
+    name = "toy"
+    noisy = False
+
+    def __init__(self) -> None:
+        self.measured: list[Config] = []
+
+    def fingerprint(self):
+        return {"device": "toy"}
+
+    def build(self, workload, config):
+        if config["a"] == 3:
+            return Artifact(workload, config, Status.COMPILE_ERROR, error="does not compile")
+        return Artifact(workload, config)
+
+    def measure(self, artifact):
+        c = artifact.config
+        self.measured.append(c)
+        if c["b"] == 0:
+            raise RuntimeError("kernel crashed")
+        return Measurement(c, Status.OK, (float(abs(c["a"] - 6) + abs(c["b"] - 2) + 1),))
+
+
+def toy_space() -> Space:
+    return Space([Int("a", 0, 9), Int("b", 0, 4)])
+
+
+def test_failures_are_recorded_and_search_goes_on(tmp_path):
+    target = FlakyTarget()
+    w = Workload("toy", problem={"n": 1}, target=target.fingerprint())
+    with Database(tmp_path / "t.db") as db:
+        res = Tuner(target, toy_space(), workload=w, db=db, strategy="exhaustive",
+                    budget="50trials").run()
+        assert res.trials == 50 == db.count(w)
+        statuses = {m.config: m.status for m in db.measurements(w)}
+        assert statuses[Config(a=3, b=1)] is Status.COMPILE_ERROR
+        assert statuses[Config(a=1, b=0)] is Status.RUNTIME_ERROR
+        assert res.best is not None and res.best.config == Config(a=6, b=2)
+        assert res.failures["compile_error"] == 5 and res.failures["runtime_error"] == 9
+
+
+def test_every_trial_is_in_the_db_the_moment_it_ends(tmp_path):
+    target = FlakyTarget()
+    w = Workload("toy", target=target.fingerprint())
+    path = tmp_path / "t.db"
+    seen = []
+
+    def on_trial(m, number):
+        with Database(path) as other:  # another connection sees it already
+            seen.append((number, other.count(w)))
+
+    with Database(path) as db:
+        Tuner(target, toy_space(), workload=w, db=db, strategy="random", seed=0,
+              budget="10trials", on_trial=on_trial).run()
+    assert seen == [(i, i) for i in range(1, 11)]
+
+
+def test_interrupted_search_resumes_without_repeating(tmp_path):
+    target = FlakyTarget()
+    w = Workload("toy", target=target.fingerprint())
+    path = tmp_path / "t.db"
+
+    class Boom(Exception):
+        pass
+
+    def stop_at_7(m, number):
+        if number == 7:
+            raise KeyboardInterrupt
+
+    with Database(path) as db:
+        res = Tuner(target, toy_space(), workload=w, db=db, strategy="model", seed=1,
+                    budget="30trials", on_trial=stop_at_7).run()
+    assert res.stopped == "interrupted" and res.trials == 7
+    with Database(path) as db:
+        res = Tuner(target, toy_space(), workload=w, db=db, strategy="model", seed=1,
+                    budget="30trials").run()
+        assert res.trials == 30 and res.new_trials == 23
+        configs = [m.config for m in db.measurements(w)]
+    assert len(configs) == len(set(configs)) == 30
+    assert len(target.measured) == len(set(target.measured))
+
+
+def test_strategy_exhaustion_and_repeats_cost_no_trial(tmp_path):
+    target = FlakyTarget()
+    small = Space([Int("a", 5, 7), Int("b", 1, 2)])
+    w = Workload("toy", target=target.fingerprint())
+    with Database(tmp_path / "t.db") as db:
+        res = Tuner(target, small, workload=w, db=db, strategy="random", seed=0,
+                    budget="100trials").run()
+        assert res.trials == 6 and res.stopped == "strategy exhausted"
+        res2 = Tuner(target, small, workload=w, db=db, strategy="random", seed=0,
+                     budget="100trials").run()
+        assert res2.new_trials == 0 and res2.trials == 6
+
+
+def test_replay_search_with_time_budget():
+    t = ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz"))
+    res = Tuner(t, t.space, budget="2s", strategy="random", seed=0).run()
+    assert res.stopped == "time budget" and res.trials > 10
+    assert res.seconds < 10
+
+
+def test_noisy_target_remeasures_close_leaders(tmp_path):
+    t = ReplayTarget(recorded("dedispersion/A100.json.gz"), noisy=True, seed=0)
+    with Database(tmp_path / "r.db") as db:
+        res = Tuner(t, t.space, db=db, strategy="model", seed=0, budget="40trials",
+                    remeasure=4).run()
+        rows = db.export_rows(t.workload())
+    assert res.trials == 40
+    strategies = [r["strategy"] for r in rows]
+    assert strategies.count("remeasure") == 4 and strategies.count("model") == 36
+
+
+def test_transfer_warm_start_from_other_workloads(tmp_path):
+    src = ReplayTarget(recorded("convolution/A4000.json.gz"))
+    dst = ReplayTarget(recorded("convolution/A100.json.gz"))
+    with Database(tmp_path / "x.db") as db:
+        Tuner(src, src.space, db=db, strategy="random", seed=0, budget="150trials").run()
+        tuner = Tuner(dst, dst.space, db=db, strategy="model", seed=0, budget="5trials")
+        tuner.run()
+        assert tuner.strategy._other is not None  # trained on the A4000 trials
+        assert db.count(dst.workload()) == 5
+        assert len(db.workloads()) == 2
+        assert json.loads(json.dumps(dst.workload().target))["device"].startswith("NVIDIA A100")
+
+
+def test_default_executor_is_inline():
+    assert Tuner(FlakyTarget(), toy_space(), workload=Workload("toy")).executor.__class__ is (
+        InlineExecutor)
