@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Set up tunex on a fresh machine, idempotently: a virtual environment in .venv with tunex
+# (editable) and its dependencies. Every step is skipped when already done.
+#   scripts/setup.sh          core: what `tunex search` needs
+#   scripts/setup.sh --test   also the test tools, torch (CPU) + triton for the ahead-of-time
+#                             and interpreter tests, and Debian's PostgreSQL for the server tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+VPY="$PWD/.venv/bin/python"
+
+stamp=".venv/.tunex-installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+    "$VPY" -m pip install --quiet --disable-pip-version-check -e ".[postgres]"
+    touch "$stamp"
+fi
+
+if [ "${1:-}" = "--test" ]; then
+    if [ ! -f "$stamp.dev" ]; then
+        # torch pinned first: a bare 'torch' requirement would pull a CUDA build of several GB
+        PYTHON="$VPY" bash scripts/install-triton.sh
+        "$VPY" -m pip install --quiet --disable-pip-version-check -e ".[dev,postgres]"
+        touch "$stamp.dev"
+    fi
+    bash scripts/install-postgres.sh
+fi

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (test tools, torch CPU + triton, PostgreSQL), then run the CPU test suite.
+# GPU tests (-m gpu) and RISC-V tests (-m riscv) skip where their hardware is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --test
+exec .venv/bin/python -m pytest -q -m "not gpu" "$@"
