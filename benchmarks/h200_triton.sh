@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The H200 runs behind benchmarks/RESULTS.md "## Triton on the H200", for the device tool.
+# Phase A: GPU test suite, matmul space recording, flash-attention benchmark.
+# Phase B: matmul benchmark (tunex vs triton.autotune vs cuBLAS), using phase A's recordings
+#          (committed under benchmarks/data/).
+# Run from the repository root, with the tunex dependencies carried as wheels in .whl/
+# (../shared/tools/device-wheels.sh optuna lightgbm sqlalchemy alembic colorlog mako greenlet
+# cmaes). Results go to $OUT (the device tool's folder) or ./h200-out.
+set -uo pipefail
+phase="${1:?usage: h200_triton.sh A|B}"
+OUT="${OUT:-$PWD/h200-out}"
+mkdir -p "$OUT"
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH="/tmp/site:$PWD"
+else
+    export PYTHONPATH="$PWD"
+fi
+export PYTHONUNBUFFERED=1
+workers=$(( $(nproc) - 1 ))
+log="$OUT/h200_$phase.log"  # one log per phase: the device tool returns at most 8 files
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log"
+case "$phase" in
+A)
+    timeout 150 python3 -m pytest -m gpu tests -q -p no:cacheprovider -x 2>&1 | tee -a "$log"
+    python3 benchmarks/triton_gpu.py record --out "$OUT/data" --workers "$workers" \
+        --deadline 240 2>&1 | tee -a "$log"
+    python3 benchmarks/triton_gpu.py bench --only attention --out "$OUT" --workers "$workers" \
+        --fa-budget 25 --deadline 140 2>&1 | tee -a "$log"
+    ;;
+B)
+    python3 benchmarks/triton_gpu.py bench --only matmul --out "$OUT" --workers "$workers" \
+        --budget "${BUDGET:-60}" --recorded benchmarks/data --deadline 540 2>&1 | tee -a "$log"
+    ;;
+esac

@@ -1,0 +1,517 @@
+"""Triton on a GPU: record a matmul space, and tune against triton.autotune and the libraries.
+
+Subcommands (run on the GPU machine; write JSON under --out):
+
+``record``
+    Measure the whole matmul space (``exhaustive`` strategy, LocalExecutor with --workers
+    build processes) for each shape, and write it as replay data in the Kernel Tuner cache
+    format that ``tunex.targets.replay`` reads (``restrictions`` = the bound constraints).
+    Shapes share compiled binaries (same specialisation), so the space compiles once.
+
+``bench``
+    matmul fp16 per shape: tunex (``model`` strategy, --budget seconds, a cold Triton cache)
+    against ``triton.autotune`` over the Triton tutorial's 8 configs (cold cache) and
+    torch.matmul (cuBLAS). Flash-attention forward fp16 per shape: tunex (--fa-budget)
+    against torch's scaled_dot_product_attention. The winners are timed side by side with one
+    harness (L2 flushed before each repeat, CUDA events, median). With --recorded, the time
+    tunex took to reach 97% of the recorded space's optimum is reported next to what
+    triton.autotune would need for the whole space as a config list (its measured cost per
+    config times the space size).
+
+``report``
+    Markdown tables from the JSON files (for benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as dt
+import functools
+import gzip
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+MATMUL_SHAPES = [(4096, 4096, 4096), (1024, 1024, 1024), (64, 8192, 8192), (512, 4096, 1024)]
+FA_SHAPES = [(4, 16, 1024, 64), (1, 32, 4096, 128), (8, 16, 512, 64)]
+
+_FAILED = {"compile_error": "CompilationFailedConfig", "pruned": "CompilationFailedConfig",
+           "timeout": "RuntimeFailedConfig", "runtime_error": "RuntimeFailedConfig",
+           "wrong_result": "RuntimeFailedConfig", "worker_lost": "RuntimeFailedConfig",
+           "invalid": "InvalidConfig"}
+
+
+def log(*parts: Any) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}]", *parts, flush=True)
+
+
+def shape_name(shape: Sequence[int]) -> str:
+    return "x".join(map(str, shape))
+
+
+# -- timing harness (the same method as the target's measure) --------------------------------
+
+
+class Harness:
+    """Times a callable: warm-up, L2 flush before each repeat, CUDA events, all repeats."""
+
+    def __init__(self, flush_mb: int = 256) -> None:
+        import torch
+
+        self.torch = torch
+        self.flush = torch.empty(flush_mb << 18, dtype=torch.int32, device="cuda")
+
+    def time(self, fn: Callable[[], Any], repeats: int = 50, warmup_ms: float = 25.0
+             ) -> list[float]:
+        torch = self.torch
+        fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        while (time.perf_counter() - t0) * 1e3 < warmup_ms:
+            fn()
+            torch.cuda.synchronize()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        for s, e in zip(starts, ends):
+            self.flush.zero_()
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def stats(times: Sequence[float], flops: float) -> dict[str, Any]:
+    med = statistics.median(times)
+    q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [med] * 3
+    return {"median_ms": med, "iqr_rel": (q[2] - q[0]) / med, "tflops": flops / (med * 1e9),
+            "repeats": len(times)}
+
+
+# -- tunex runs --------------------------------------------------------------------------------
+
+
+def fresh_cache(tag: str) -> str:
+    """A new, empty Triton cache directory for this process and the workers it spawns."""
+    path = tempfile.mkdtemp(prefix=f"triton-cache-{tag}-")
+    os.environ["TRITON_CACHE_DIR"] = path
+    return path
+
+
+def tune(target: Any, kernel: str, shape: Mapping[str, Any], *, strategy: str, seconds: float,
+         workers: int, seed: int = 0) -> dict[str, Any]:
+    """One tunex search in a fresh in-memory database; its timeline and winner."""
+    from tunex.cluster import LocalExecutor, LocalOptions
+    from tunex.db import Database
+    from tunex.tuner import Budget, Tuner
+
+    space, wl = target.prepare(kernel, shape)
+    timeline: list[tuple[float, float, str]] = []
+    t0 = time.monotonic()
+
+    def on_trial(m: Any, number: int) -> None:
+        timeline.append((time.monotonic() - t0, m.value, m.status.value))
+
+    with LocalExecutor(target, LocalOptions(build_workers=workers, build_timeout=300,
+                                            measure_timeout=60)) as ex, \
+            Database("sqlite://") as db:
+        result = Tuner(target, space, workload=wl, db=db, strategy=strategy,
+                       budget=Budget(seconds=seconds), executor=ex, seed=seed, transfer=False,
+                       on_trial=on_trial).run()
+        measurements = db.measurements(wl)
+    wall = time.monotonic() - t0
+    best = result.best
+    return {
+        "kernel": kernel, "shape": dict(shape), "strategy": strategy, "budget_s": seconds,
+        "space_size": space.size, "wall_s": wall, "trials": result.trials,
+        "stopped": result.stopped, "failures": result.failures,
+        "best_config": None if best is None else best.config.to_dict(),
+        "best_ms": None if best is None else best.value,
+        "timeline": timeline, "workload": wl.to_dict(),
+        "measurements": [{"config": m.config.to_dict(), "status": m.status.value,
+                          "times": list(m.times_ms), "compile_ms": m.compile_ms,
+                          "facts": dict(m.facts), "error": m.error} for m in measurements],
+        "restrictions": bound_restrictions(space), "params": {
+            p.name: list(p.values) for p in space.params},
+    }
+
+
+def bound_restrictions(space: Any) -> list[str]:
+    """The space's constraint expressions with its problem values written in."""
+    out = []
+    for c in space.constraints:
+        tree = ast.parse(c.rule, mode="eval")
+
+        class Sub(ast.NodeTransformer):
+            def visit_Name(self, node: ast.Name) -> ast.AST:
+                if node.id in space.bound:
+                    return ast.copy_location(ast.Constant(space.bound[node.id]), node)
+                return node
+
+        out.append(ast.unparse(Sub().visit(tree)))
+    return out
+
+
+def to_kernel_tuner_cache(run: Mapping[str, Any], device: str) -> dict[str, Any]:
+    """A recorded search in the Kernel Tuner cache format ReplayTarget reads."""
+    keys = list(run["params"])
+    cache = {}
+    for m in run["measurements"]:
+        c = m["config"]
+        entry: dict[str, Any] = dict(c)
+        if m["status"] == "ok":
+            entry["time"] = statistics.median(m["times"])
+            entry["times"] = m["times"]
+        else:
+            entry["time"] = _FAILED.get(m["status"], "RuntimeFailedConfig")
+            entry["error"] = (m["error"] or "")[:300]
+        entry["status"] = m["status"]
+        entry["compile_time"] = m["compile_ms"]
+        entry.update({k: v for k, v in m["facts"].items() if isinstance(v, (int, float))})
+        key = ",".join(str(c[k]) for k in keys)
+        if key in cache and cache[key].get("status") == "ok" and m["status"] == "ok":
+            continue  # a re-measurement of a leader: keep the first
+        cache[key] = entry
+    shape = run["shape"]
+    return {
+        "schema": "kernel_tuner cache (tunex recording)",
+        "device_name": device, "kernel_name": run["kernel"],
+        "problem_size": [shape[d] for d in ("M", "N", "K")],
+        "dtype": shape.get("dtype", "float16"), "objective": "time",
+        "tune_params_keys": keys, "tune_params": run["params"],
+        "restrictions": run["restrictions"], "workload": run["workload"],
+        "recorded": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "method": "tunex exhaustive, triton_gpu target: cubin built ahead of time, L2 flushed "
+                  "(256 MiB) before each repeat, CUDA events; time = median of the repeats (ms)",
+        "cache": cache,
+    }
+
+
+def environment() -> dict[str, Any]:
+    import torch
+    import triton
+
+    p = torch.cuda.get_device_properties(0)
+    return {"device": p.name, "sm_count": p.multi_processor_count,
+            "capability": f"{p.major}.{p.minor}", "torch": torch.__version__,
+            "triton": triton.__version__, "cuda": torch.version.cuda,
+            "python": platform.python_version(), "cpus": os.cpu_count(),
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+# -- record ------------------------------------------------------------------------------------
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from tunex.targets import make_target
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = environment()
+    log("record on", env)
+    target = make_target(f"triton_gpu?repeats={args.repeats}")
+    deadline = time.monotonic() + args.deadline
+    summary = []
+    for shape in parse_shapes(args.shapes, 3) if args.shapes else MATMUL_SHAPES:
+        left = deadline - time.monotonic()
+        if left < 30:
+            log("deadline: skipping", shape)
+            continue
+        m, n, k = shape
+        run = tune(target, "matmul", {"M": m, "N": n, "K": k}, strategy="exhaustive",
+                   seconds=left - 10, workers=args.workers)
+        doc = to_kernel_tuner_cache(run, env["device"])
+        device = env["device"].replace("NVIDIA ", "").replace(" ", "_")
+        name = f"matmul_{device}_{shape_name(shape)}"
+        path = out / f"{name}.json.gz"
+        with gzip.open(path, "wt") as f:
+            json.dump(doc, f, separators=(",", ":"))
+        ok = [e["time"] for e in doc["cache"].values() if isinstance(e["time"], float)]
+        s = {"shape": shape, "space": run["space_size"], "recorded": len(doc["cache"]),
+             "ok": len(ok), "best_ms": min(ok) if ok else None, "wall_s": run["wall_s"],
+             "stopped": run["stopped"], "failures": run["failures"], "file": path.name,
+             "best_config": run["best_config"]}
+        summary.append(s)
+        log("recorded", s)
+    (out / "record_summary.json").write_text(json.dumps({"env": env, "shapes": summary},
+                                                        indent=1))
+    target.close()
+    return 0
+
+
+# -- bench -------------------------------------------------------------------------------------
+
+
+def autotune_matmul(shape: tuple[int, int, int], harness: Harness) -> dict[str, Any]:
+    """triton.autotune over the tutorial's configs, on a fresh JIT function and cold cache."""
+    import torch
+    import triton
+
+    from kernels.matmul import TUTORIAL_CONFIGS, matmul_kernel
+
+    m, n, k = shape
+    fn = triton.jit(matmul_kernel.fn)  # a new JITFunction: no in-memory compile cache
+    configs = [triton.Config({x: c[x] for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")},
+                             num_warps=c["num_warps"], num_stages=c["num_stages"])
+               for c in TUTORIAL_CONFIGS]
+    tuned = triton.autotune(configs=configs, key=["M", "N", "K"])(fn)
+    a = torch.randn((m, k), device="cuda", dtype=torch.float16)
+    b = torch.randn((k, n), device="cuda", dtype=torch.float16)
+    c = torch.empty((m, n), device="cuda", dtype=torch.float16)
+
+    def grid(meta: Mapping[str, Any]) -> tuple[int]:
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+
+    def call() -> None:
+        tuned[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                    c.stride(0), c.stride(1))
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    call()  # compiles and benchmarks every config
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    best = tuned.best_config
+    cfg = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
+    return {"wall_s": wall, "trials": len(configs), "per_config_s": wall / len(configs),
+            "best_config": cfg}
+
+
+def jit_call(kernel: Any, problem: Mapping[str, Any], config: Mapping[str, Any],
+             inputs: Mapping[str, Any]) -> Callable[[], Any]:
+    args = kernel.ordered_args(inputs, problem, config)
+    grid = kernel.grid(problem, config)
+    opts = kernel.launch_options(config)
+    return lambda: kernel.fn[grid](*args, **opts)
+
+
+def recorded_optimum(folder: Path | None, shape: Sequence[int]) -> dict[str, Any] | None:
+    if folder is None:
+        return None
+    for path in sorted(folder.glob(f"matmul_*_{shape_name(shape)}.json.gz")):
+        with gzip.open(path, "rt") as f:
+            doc = json.load(f)
+        ok = [(e["time"], e) for e in doc["cache"].values() if isinstance(e["time"], float)]
+        if ok:
+            t, e = min(ok, key=lambda x: x[0])
+            return {"file": path.name, "optimum_ms": t, "space": len(doc["cache"]),
+                    "config": {k: e[k] for k in doc["tune_params_keys"]}}
+    return None
+
+
+def time_to_fraction(timeline: Sequence[Sequence[Any]], optimum_ms: float, frac: float
+                     ) -> float | None:
+    best = math.inf
+    for t, value, _status in timeline:
+        best = min(best, value)
+        if best <= optimum_ms / frac:
+            return float(t)
+    return None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import torch
+
+    from kernels import get_kernel
+    from tunex.targets import make_target
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = environment()
+    log("bench on", env)
+    harness = Harness()
+    recorded = Path(args.recorded) if args.recorded else None
+    deadline = time.monotonic() + args.deadline
+    results: dict[str, Any] = {"env": env, "budget_s": args.budget,
+                               "fa_budget_s": args.fa_budget, "matmul": [], "attention": []}
+
+    def save() -> None:
+        (out / f"bench_triton_gpu_{args.only}.json").write_text(json.dumps(results, indent=1))
+
+    mm = get_kernel("matmul")
+    mm_shapes = parse_shapes(args.shapes, 3) if args.shapes else MATMUL_SHAPES
+    fa_shapes = parse_shapes(args.fa_shapes, 4) if args.fa_shapes else FA_SHAPES
+    if args.only == "attention":
+        mm_shapes = []
+    if args.only == "matmul":
+        fa_shapes = []
+    for shape in mm_shapes:
+        if deadline - time.monotonic() < args.budget + 60:
+            log("deadline: skipping matmul", shape)
+            continue
+        m, n, k = shape
+        problem = mm.representative(mm.problem_key({"M": m, "N": n, "K": k}))
+        row: dict[str, Any] = {"shape": shape, "flops": mm.flops(problem)}
+        fresh_cache(f"tunex-{shape_name(shape)}")
+        target = make_target("triton_gpu?repeats=10")
+        run = tune(target, "matmul", problem, strategy=args.strategy, seconds=args.budget,
+                   workers=args.workers, seed=args.seed)
+        target.close()
+        row["tunex"] = {k2: run[k2] for k2 in ("wall_s", "trials", "space_size", "stopped",
+                                               "failures", "best_config", "best_ms")}
+        row["tunex"]["timeline"] = run["timeline"]
+        fresh_cache(f"autotune-{shape_name(shape)}")
+        row["autotune"] = autotune_matmul(shape, harness)
+        # side by side, one harness, same inputs
+        inputs = mm.make_inputs(problem, device="cuda", seed=0)
+        a, b, c = inputs["a"], inputs["b"], inputs["c"]
+        want = mm.reference(inputs, problem)
+        for who in ("tunex", "autotune"):
+            cfg = row[who]["best_config"]
+            if cfg is None:
+                continue
+            call = jit_call(mm, problem, cfg, inputs)
+            call()
+            torch.cuda.synchronize()
+            row[who]["check"] = mm.check(mm.outputs(inputs), want, "float16")
+            row[who].update(stats(harness.time(call), row["flops"]))
+        cublas = functools.partial(torch.matmul, a, b, out=c)
+        row["cublas"] = stats(harness.time(cublas), row["flops"])
+        opt = recorded_optimum(recorded, shape)
+        if opt is not None:
+            row["recorded"] = opt
+            t97 = time_to_fraction(run["timeline"], opt["optimum_ms"], 0.97)
+            row["tunex"]["t97_s"] = t97
+            row["autotune_whole_space_s"] = row["autotune"]["per_config_s"] * run["space_size"]
+        inputs, a, b, c, want = {}, None, None, None, ()  # free before the next shape
+        torch.cuda.empty_cache()
+        results["matmul"].append(row)
+        save()
+        log("matmul", shape, {w: row[w].get("tflops") for w in ("tunex", "autotune", "cublas")},
+            "t97", row["tunex"].get("t97_s"))
+
+    fa = get_kernel("flash_attention")
+    for shape in fa_shapes:
+        if deadline - time.monotonic() < args.fa_budget + 30:
+            log("deadline: skipping attention", shape)
+            continue
+        z, h, nctx, d = shape
+        problem = fa.representative(fa.problem_key({"Z": z, "H": h, "N_CTX": nctx, "D": d}))
+        row = {"shape": shape, "flops": fa.flops(problem)}
+        fresh_cache(f"fa-{shape_name(shape)}")
+        target = make_target("triton_gpu?repeats=10")
+        run = tune(target, "flash_attention", problem, strategy=args.strategy,
+                   seconds=args.fa_budget, workers=args.workers, seed=args.seed)
+        target.close()
+        row["tunex"] = {k2: run[k2] for k2 in ("wall_s", "trials", "space_size", "stopped",
+                                               "failures", "best_config", "best_ms")}
+        inputs = fa.make_inputs(problem, device="cuda", seed=0)
+        q, kk, v = inputs["q"], inputs["k"], inputs["v"]
+        if row["tunex"]["best_config"] is not None:
+            call = jit_call(fa, problem, row["tunex"]["best_config"], inputs)
+            call()
+            torch.cuda.synchronize()
+            row["tunex"]["check"] = fa.check(fa.outputs(inputs), fa.reference(inputs, problem),
+                                             "float16")
+            row["tunex"].update(stats(harness.time(call), row["flops"]))
+        sdpa = functools.partial(torch.nn.functional.scaled_dot_product_attention, q, kk, v)
+        row["sdpa"] = stats(harness.time(sdpa), row["flops"])
+        inputs, q, kk, v = {}, None, None, None  # free before the next shape
+        torch.cuda.empty_cache()
+        results["attention"].append(row)
+        save()
+        log("attention", shape, {w: row[w].get("tflops") for w in ("tunex", "sdpa")})
+    save()
+    return 0
+
+
+# -- report ------------------------------------------------------------------------------------
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    bench = json.loads(Path(args.bench).read_text())
+    lines = []
+    lines.append("| matmul fp16 (M x N x K) | tunex TFLOP/s | triton.autotune TFLOP/s | "
+                 "cuBLAS TFLOP/s | tunex / cuBLAS | tunex / autotune | tunex trials, wall s | "
+                 "autotune trials, wall s |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    ratios = []
+    for r in bench["matmul"]:
+        t, a, c = r["tunex"], r["autotune"], r["cublas"]
+        ratios.append(t["tflops"] / c["tflops"])
+        lines.append(f"| {shape_name(r['shape'])} | {t['tflops']:.1f} | {a['tflops']:.1f} | "
+                     f"{c['tflops']:.1f} | {t['tflops'] / c['tflops']:.2f} | "
+                     f"{t['tflops'] / a['tflops']:.2f} | {t['trials']}, {t['wall_s']:.0f} | "
+                     f"{a['trials']}, {a['wall_s']:.1f} |")
+    if ratios:
+        geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        lines.append(f"\nGeometric mean tunex / cuBLAS: **{geo:.2f}**")
+    lines.append("\n| matmul shape | space | recorded optimum (ms) | tunex best in search (ms) | "
+                 "tunex time to 97% of optimum (s) | triton.autotune per config (s) | "
+                 "triton.autotune, whole space as a list (s) |")
+    lines.append("|---|---|---|---|---|---|---|")
+    for r in bench["matmul"]:
+        if "recorded" not in r:
+            continue
+        t97 = r["tunex"].get("t97_s")
+        lines.append(f"| {shape_name(r['shape'])} | {r['tunex']['space_size']} | "
+                     f"{r['recorded']['optimum_ms']:.4f} | {r['tunex']['best_ms']:.4f} | "
+                     f"{'not reached' if t97 is None else f'{t97:.1f}'} | "
+                     f"{r['autotune']['per_config_s']:.2f} | "
+                     f"{r['autotune_whole_space_s']:.0f} |")
+    lines.append("\n| attention fp16 (Z, H, N, D) | tunex TFLOP/s | SDPA TFLOP/s | tunex / SDPA | "
+                 "tunex trials, wall s | best config |")
+    lines.append("|---|---|---|---|---|---|")
+    for r in bench["attention"]:
+        t, s = r["tunex"], r["sdpa"]
+        cfg = " ".join(f"{k}={v}" for k, v in (t["best_config"] or {}).items())
+        lines.append(f"| {tuple(r['shape'])} | {t.get('tflops', 0):.1f} | {s['tflops']:.1f} | "
+                     f"{t.get('tflops', 0) / s['tflops']:.2f} | {t['trials']}, "
+                     f"{t['wall_s']:.0f} | {cfg} |")
+    print("\n".join(lines))
+    return 0
+
+
+def parse_shapes(text: str, n: int) -> list[tuple[int, ...]]:
+    shapes = [tuple(int(x) for x in s.split("x")) for s in text.split(",") if s]
+    for s in shapes:
+        if len(s) != n:
+            raise SystemExit(f"shape {s} needs {n} sizes joined by x")
+    return shapes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record", help="measure the whole matmul space per shape")
+    r.add_argument("--out", required=True)
+    r.add_argument("--shapes", default="", help="MxNxK,... (default: the benchmark's four)")
+    r.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    r.add_argument("--repeats", type=int, default=10)
+    r.add_argument("--deadline", type=float, default=480, help="seconds for all shapes")
+    r.set_defaults(fn=cmd_record)
+    b = sub.add_parser("bench", help="tunex vs triton.autotune vs cuBLAS/SDPA")
+    b.add_argument("--out", required=True)
+    b.add_argument("--shapes", default="")
+    b.add_argument("--fa-shapes", default="")
+    b.add_argument("--budget", type=float, default=180, help="tunex seconds per matmul shape")
+    b.add_argument("--fa-budget", type=float, default=60, help="tunex seconds per FA shape")
+    b.add_argument("--strategy", default="model")
+    b.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--recorded", default=None, help="folder of recorded spaces (record's out)")
+    b.add_argument("--deadline", type=float, default=560)
+    b.add_argument("--only", choices=["all", "matmul", "attention"], default="all")
+    b.set_defaults(fn=cmd_bench)
+    rep = sub.add_parser("report", help="markdown tables from bench JSON")
+    rep.add_argument("bench")
+    rep.set_defaults(fn=cmd_report)
+    args = p.parse_args(argv)
+    return int(args.fn(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
