@@ -23,11 +23,11 @@ log="$OUT/h200_$phase.log"  # one log per phase: the device tool returns at most
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log"
 case "$phase" in
 A)
-    timeout 150 python3 -m pytest -m gpu tests -q -p no:cacheprovider -x 2>&1 | tee -a "$log"
+    timeout 130 python3 -m pytest -m gpu tests -q -p no:cacheprovider --continue-on-collection-errors 2>&1 | tee -a "$log"
     python3 benchmarks/triton_gpu.py record --out "$OUT/data" --workers "$workers" \
-        --deadline 240 2>&1 | tee -a "$log"
+        --deadline 270 2>&1 | tee -a "$log"
     python3 benchmarks/triton_gpu.py bench --only attention --out "$OUT" --workers "$workers" \
-        --fa-budget 25 --deadline 140 2>&1 | tee -a "$log"
+        --fa-budget 25 --deadline 130 2>&1 | tee -a "$log"
     ;;
 B)
     python3 benchmarks/triton_gpu.py bench --only matmul --out "$OUT" --workers "$workers" \
