@@ -21,16 +21,21 @@ export PYTHONUNBUFFERED=1
 workers=$(( $(nproc) - 1 ))
 log="$OUT/h200_$phase.log"  # one log per phase: the device tool returns at most 8 files
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log"
+# Measure the cubins the builds made; fall back to recompiling with the JIT in the measuring
+# process if that does not work with this Triton.
+load=binary
+python3 benchmarks/triton_gpu.py smoke --load binary 2>&1 | tee -a "$log" || load=jit
+echo "load=$load" | tee -a "$log"
 case "$phase" in
 A)
     timeout 130 python3 -m pytest -m gpu tests -q -p no:cacheprovider --continue-on-collection-errors 2>&1 | tee -a "$log"
-    python3 benchmarks/triton_gpu.py record --out "$OUT/data" --workers "$workers" \
+    python3 benchmarks/triton_gpu.py record --load $load --out "$OUT/data" --workers "$workers" \
         --deadline 270 2>&1 | tee -a "$log"
-    python3 benchmarks/triton_gpu.py bench --only attention --out "$OUT" --workers "$workers" \
+    python3 benchmarks/triton_gpu.py bench --load $load --only attention --out "$OUT" --workers "$workers" \
         --fa-budget 25 --deadline 130 2>&1 | tee -a "$log"
     ;;
 B)
-    python3 benchmarks/triton_gpu.py bench --only matmul --out "$OUT" --workers "$workers" \
+    python3 benchmarks/triton_gpu.py bench --load $load --only matmul --out "$OUT" --workers "$workers" \
         --budget "${BUDGET:-60}" --recorded benchmarks/data --deadline 540 2>&1 | tee -a "$log"
     ;;
 esac

@@ -222,7 +222,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     env = environment()
     log("record on", env)
-    target = make_target(f"triton_gpu?repeats={args.repeats}")
+    target = make_target(f"triton_gpu?repeats={args.repeats}&load={args.load}")
     deadline = time.monotonic() + args.deadline
     summary = []
     for shape in parse_shapes(args.shapes, 3) if args.shapes else MATMUL_SHAPES:
@@ -246,6 +246,9 @@ def cmd_record(args: argparse.Namespace) -> int:
              "best_config": run["best_config"]}
         summary.append(s)
         log("recorded", s)
+        if not ok:
+            log("no config ran: stopping (see the errors in", path.name, ")")
+            break
     (out / "record_summary.json").write_text(json.dumps({"env": env, "shapes": summary},
                                                         indent=1))
     target.close()
@@ -356,7 +359,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         problem = mm.representative(mm.problem_key({"M": m, "N": n, "K": k}))
         row: dict[str, Any] = {"shape": shape, "flops": mm.flops(problem)}
         fresh_cache(f"tunex-{shape_name(shape)}")
-        target = make_target("triton_gpu?repeats=10")
+        target = make_target(f"triton_gpu?repeats=10&load={args.load}")
         run = tune(target, "matmul", problem, strategy=args.strategy, seconds=args.budget,
                    workers=args.workers, seed=args.seed)
         target.close()
@@ -402,7 +405,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         problem = fa.representative(fa.problem_key({"Z": z, "H": h, "N_CTX": nctx, "D": d}))
         row = {"shape": shape, "flops": fa.flops(problem)}
         fresh_cache(f"fa-{shape_name(shape)}")
-        target = make_target("triton_gpu?repeats=10")
+        target = make_target(f"triton_gpu?repeats=10&load={args.load}")
         run = tune(target, "flash_attention", problem, strategy=args.strategy,
                    seconds=args.fa_budget, workers=args.workers, seed=args.seed)
         target.close()
@@ -426,6 +429,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
         log("attention", shape, {w: row[w].get("tflops") for w in ("tunex", "sdpa")})
     save()
     return 0
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    """Build and measure one config per kernel; exit 1 unless every one runs correctly."""
+    from tunex.targets import make_target
+
+    target = make_target(f"triton_gpu?repeats=5&load={args.load}")
+    shapes = {"matmul": {"M": 512, "N": 512, "K": 512}, "softmax": {"M": 256, "N": 1000},
+              "layernorm": {"M": 256, "N": 1000},
+              "flash_attention": {"Z": 1, "H": 2, "N_CTX": 256, "D": 64}}
+    bad = 0
+    for name, shape in shapes.items():
+        space, wl = target.prepare(name, shape)
+        m = target.measure(target.build(wl, space.default()))
+        log("smoke", args.load, name, m.status.value, m.error or f"{m.value:.4f} ms")
+        bad += not m.ok
+    target.close()
+    return 1 if bad else 0
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -506,6 +527,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--deadline", type=float, default=560)
     b.add_argument("--only", choices=["all", "matmul", "attention"], default="all")
     b.set_defaults(fn=cmd_bench)
+    sm = sub.add_parser("smoke", help="one config per kernel; exit 1 unless all run")
+    sm.set_defaults(fn=cmd_smoke)
+    for x in (r, b, sm):
+        x.add_argument("--load", choices=["binary", "jit"], default="binary",
+                       help="run the built cubin, or recompile it with the JIT (fallback)")
     rep = sub.add_parser("report", help="markdown tables from bench JSON")
     rep.add_argument("bench")
     rep.set_defaults(fn=cmd_report)

@@ -161,3 +161,8 @@ def test_specialize_mirrors_the_jit() -> None:
 def test_target_pickles_without_device_state(sm90: TritonGPUTarget) -> None:
     clone = pickle.loads(pickle.dumps(sm90))
     assert clone.fingerprint() == sm90.fingerprint() and clone._state is None
+
+
+def test_unknown_load_mode_is_refused() -> None:
+    with pytest.raises(TargetError, match="load=binary"):
+        make_target("triton_gpu:sm_90?load=bogus")

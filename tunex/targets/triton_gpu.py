@@ -16,11 +16,13 @@ holds every repeat; tunex takes the median and spread.
 
 Create it with ``make_target("triton_gpu")`` (the visible GPU), ``make_target("triton_gpu:sm_90")``
 (build for sm_90; measuring then needs a GPU of that architecture), and options after ``?``:
-``repeats``, ``warmup_ms``, ``flush_mb``, ``graphs``, ``check``, ``max_spill_bytes``.
+``repeats``, ``warmup_ms``, ``flush_mb``, ``graphs``, ``check``, ``max_spill_bytes``, ``smem``,
+``load`` (e.g. ``triton_gpu?repeats=50&graphs=1``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -31,6 +33,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +85,9 @@ class MeasureOptions:
         flush_mb: size of the buffer written before each repeat to evict L2 (0: no flush).
         graphs: launch from a captured CUDA graph (removes launch overhead from the timing).
         check: compare with the kernel's reference on the first run of each config.
+        load: ``"binary"`` runs the cubin the build made; ``"jit"`` recompiles the same config
+            with Triton's JIT in the measuring process (slower: a fallback for Triton versions
+            whose CompiledKernel cannot be rebuilt from files).
     """
 
     repeats: int = 20
@@ -91,6 +97,7 @@ class MeasureOptions:
     flush_mb: int = 256
     graphs: bool = False
     check: bool = True
+    load: str = "binary"
 
 
 @dataclass(frozen=True)
@@ -204,7 +211,8 @@ class TritonGPUTarget(Target):
 
     Args:
         arch: architecture to build for (``"sm_90"``, ``90``); default: the visible GPU's.
-        repeats, warmup_ms, flush_mb, graphs, check, max_time_ms: see :class:`MeasureOptions`.
+        repeats, warmup_ms, flush_mb, graphs, check, max_time_ms, load: see
+            :class:`MeasureOptions`.
         max_spill_bytes: prune a build whose spills use more local memory than this per thread.
         smem: shared memory per block to prune against (default: the device's or the arch's).
 
@@ -218,15 +226,19 @@ class TritonGPUTarget(Target):
     def __init__(self, arch: str | int | None = None, *, repeats: int = 20,
                  warmup_ms: float = 10.0, flush_mb: int = 256, graphs: bool = False,
                  check: bool = True, max_time_ms: float = 200.0, max_spill_bytes: int = 256,
-                 smem: int | None = None) -> None:
+                 smem: int | None = None, load: str = "binary") -> None:
         try:
             import torch
             import triton
         except ImportError as e:
             raise TargetError(f"the triton_gpu target needs {e.name}: {_INSTALL_HINT}") from None
+        if load not in ("binary", "jit"):
+            raise TargetError(f"load={load!r}: use load=binary (run the built cubin) or "
+                              "load=jit (recompile in the measuring process)")
         self.options = MeasureOptions(repeats=int(repeats), warmup_ms=float(warmup_ms),
                                       flush_mb=int(flush_mb), graphs=bool(graphs),
-                                      check=bool(check), max_time_ms=float(max_time_ms))
+                                      check=bool(check), max_time_ms=float(max_time_ms),
+                                      load=load)
         self.max_spill_bytes = int(max_spill_bytes)
         gpu = self._visible_gpu(torch)
         if arch is None:
@@ -386,6 +398,12 @@ def _short(text: str, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
+def _error(e: BaseException) -> str:
+    """The exception and where it came from (the last frames), for the trial's record."""
+    where = "".join(traceback.format_tb(e.__traceback__, limit=-2)).strip()
+    return f"{type(e).__name__}: {e}" + (f"\n{where}" if where else "")
+
+
 def _read_metadata(ck: Any) -> str:
     path = next(p for name, p in ck.metadata_group.items() if name.endswith(".json"))
     with open(path) as f:
@@ -465,13 +483,17 @@ class _DeviceState:
 
         k, problem = self._inputs_for(workload)
         try:
-            ck = self._load(artifact.payload, k.fn)
             args = k.ordered_args(self.inputs, problem, config)
-            grid = k.grid(problem, config)
-            runner = ck[grid]  # loads the module; refuses too much shared memory
+            grid = tuple(k.grid(problem, config))
+            grid += (1,) * (3 - len(grid))  # CompiledKernel indexes all three dimensions
+            if self.opts.load == "jit":
+                runner = functools.partial(k.fn[grid], **k.launch_options(config))
+            else:
+                # loads the module; refuses a block that needs too much shared memory
+                runner = self._load(artifact.payload, k.fn)[grid]
         except Exception as e:
             status = Status.PRUNED if "OutOfResources" in type(e).__name__ else Status.RUNTIME_ERROR
-            return failed(status, f"{type(e).__name__}: {e}")
+            return failed(status, _error(e))
 
         def launch() -> None:
             runner(*args)
@@ -491,7 +513,7 @@ class _DeviceState:
             times = self._time(launch)
         except Exception as e:
             self._poisoned(e)
-            return failed(Status.RUNTIME_ERROR, f"{type(e).__name__}: {e}")
+            return failed(Status.RUNTIME_ERROR, _error(e))
         flops, nbytes = k.flops(problem), k.bytes(problem)
         med = sorted(times)[len(times) // 2]
         facts.update(tflops=flops / (med * 1e9), gbps=nbytes / (med * 1e6))
