@@ -131,6 +131,58 @@ def cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pack(args: argparse.Namespace) -> int:
+    """``tunex pack export|import|verify|show``: config packs (see tunex.db.packs)."""
+    from pathlib import Path
+
+    from tunex.db import Database
+    from tunex.db.packs import export_pack, import_pack, load_pack
+
+    if args.pack_cmd == "export":
+        name = args.name or Path(args.output).stem
+        with Database(args.db, create=False) as db:
+            pack = export_pack(db, args.output, kernel=args.kernel, name=name,
+                               version=args.version)
+        print(f"wrote pack {pack.label} to {args.output}: {len(pack.entries)} workloads, "
+              f"{pack.checksum}", file=sys.stderr)
+    elif args.pack_cmd == "import":
+        pack = load_pack(args.pack)
+        with Database(args.db) as db:
+            n = import_pack(db, args.pack)
+        print(f"imported {n} new best configs of pack {pack.label} ({len(pack.entries)} "
+              f"workloads) into {args.db}", file=sys.stderr)
+    elif args.pack_cmd == "verify":
+        pack = load_pack(args.pack)
+        print(f"{args.pack}: pack {pack.label} is valid, schema ok, checksum ok "
+              f"({pack.checksum}); {len(pack.entries)} workloads of "
+              f"{len(pack.kernels())} kernels")
+    elif args.pack_cmd == "show":
+        pack = load_pack(args.pack)
+        if args.json:
+            print(json.dumps(pack.to_dict(), indent=2))
+            return 0
+        from rich.console import Console
+        from rich.table import Table
+
+        prov = dict(pack.provenance)
+        t = Table(title=f"pack {pack.label} ({pack.created_at}; tunex {prov.get('tunex')}, "
+                        f"Triton {', '.join(prov.get('triton') or []) or '?'}, CUDA "
+                        f"{', '.join(prov.get('cuda') or []) or '?'})")
+        for col in ("kernel", "problem", "device", "median (ms)", "spread", "repeats", "config"):
+            t.add_column(col)
+        from tunex.db.packs import target_arch, target_device
+
+        for e in pack.entries:
+            w = e.workload
+            t.add_row(f"{w.kernel} {w.kernel_hash[:8]}",
+                      " ".join(f"{k}={v}" for k, v in w.problem.items()),
+                      f"{target_device(w.target)} {target_arch(w.target)}",
+                      f"{e.median_ms:.5g}", f"{e.spread:.1%}", str(e.repeats),
+                      " ".join(f"{k}={v}" for k, v in e.config.items()))
+        Console().print(t)
+    return 0
+
+
 def cmd_strategies(args: argparse.Namespace) -> int:
     from tunex.search import DEFAULT_STRATEGY, available_strategies
 
@@ -178,6 +230,24 @@ def build_parser() -> argparse.ArgumentParser:
     for x in (b, w):
         x.add_argument("--kernel", default=None)
     d.set_defaults(fn=cmd_db)
+
+    pk = sub.add_parser("pack", help="export, import, verify and show config packs")
+    psub = pk.add_subparsers(dest="pack_cmd", required=True)
+    pe = psub.add_parser("export", help="best config per workload of a database, as a pack")
+    pe.add_argument("--db", default="tunex.db", help="SQLite file or SQLAlchemy URL")
+    pe.add_argument("-o", "--output", required=True, help="the pack file to write (JSON)")
+    pe.add_argument("--kernel", default=None, help="only this kernel's workloads")
+    pe.add_argument("--name", default=None, help="pack name (default: the file's stem)")
+    pe.add_argument("--version", default="0", help="pack version (default: 0)")
+    pi = psub.add_parser("import", help="verify a pack and add its configs to a database")
+    pi.add_argument("pack")
+    pi.add_argument("--db", default="tunex.db", help="SQLite file or SQLAlchemy URL")
+    pv = psub.add_parser("verify", help="check a pack's format, schema and checksum")
+    pv.add_argument("pack")
+    ps = psub.add_parser("show", help="a pack's provenance and configs")
+    ps.add_argument("pack")
+    ps.add_argument("--json", action="store_true", help="print the verified document")
+    pk.set_defaults(fn=cmd_pack)
 
     st = sub.add_parser("strategies", help="list search strategies")
     st.set_defaults(fn=cmd_strategies)

@@ -17,5 +17,18 @@ from __future__ import annotations
 
 from tunex.db._database import EXPORT_FORMATS, Database, Trial
 from tunex.db._schema import SCHEMA_VERSION
+from tunex.db.packs import (
+    PACK_FORMAT,
+    PACK_SCHEMA,
+    Pack,
+    PackEntry,
+    PackMatch,
+    export_pack,
+    import_pack,
+    load_pack,
+)
 
-__all__ = ["EXPORT_FORMATS", "SCHEMA_VERSION", "Database", "Trial"]
+__all__ = [
+    "EXPORT_FORMATS", "PACK_FORMAT", "PACK_SCHEMA", "SCHEMA_VERSION", "Database", "Pack",
+    "PackEntry", "PackMatch", "Trial", "export_pack", "import_pack", "load_pack",
+]

@@ -1,0 +1,312 @@
+"""Config packs: export, verify, import, runtime resolution order, refusal of bad packs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tunex.cli import main
+from tunex.db import Database
+from tunex.db.packs import (
+    PACK_FORMAT,
+    PACK_SCHEMA,
+    Pack,
+    PackEntry,
+    _checksum,
+    export_pack,
+    import_pack,
+    load_pack,
+    resolve,
+    target_arch,
+)
+from tunex.errors import PackError
+from tunex.trial import Config, Measurement, Status, Workload
+
+H200 = {"device": "NVIDIA H200", "arch": "sm_90", "triton": "3.6.0"}
+H100 = {"device": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "triton": "3.6.0"}
+A100 = {"device": "NVIDIA A100-SXM4-80GB", "arch": "sm_80", "triton": "3.6.0"}
+
+
+def wl(M: int = 1024, target: dict | None = None, kernel: str = "matmul", h: str = "abc",
+       dtype: str = "float16") -> Workload:
+    return Workload(kernel, h, {"M": M, "N": 1024, "a.dtype": dtype}, target or H200)
+
+
+def ok(block: int, *times: float) -> Measurement:
+    return Measurement(Config(BLOCK=block, num_warps=4), Status.OK, times,
+                       facts={"cuda": "13.0"}, started_at=100.0 + block, ended_at=101.0 + block)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Database:
+    d = Database(tmp_path / "src.db")
+    d.record(wl(1024), ok(64, 2.0, 2.1, 1.9))
+    d.record(wl(1024), ok(128, 1.0, 1.2, 1.1, 0.9, 1.0))  # the best of M=1024
+    d.record(wl(1024), Measurement.failed(Config(BLOCK=256, num_warps=4), Status.PRUNED, "smem"))
+    d.record(wl(4096), ok(256, 3.0))
+    d.record(wl(1024, kernel="softmax"), ok(32, 0.5, 0.6))
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def pack_path(db: Database, tmp_path: Path) -> Path:
+    path = tmp_path / "mylib.json"
+    export_pack(db, path, name="mylib", version="1.2")
+    return path
+
+
+def rewrite(path: Path, change, *, fix_checksum: bool) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    if fix_checksum:
+        doc["checksum"] = _checksum({k: v for k, v in doc.items() if k != "checksum"})
+    path.write_text(json.dumps(doc))
+
+
+# -- round trip --------------------------------------------------------------------------------
+
+
+def test_export_holds_best_config_per_workload_with_stats(db: Database, tmp_path: Path) -> None:
+    pack = export_pack(db, tmp_path / "p.json", name="mylib", version="1.2")
+    assert pack.label == "mylib-1.2"
+    assert len(pack.entries) == 3
+    best = next(e for e in pack.entries if e.workload == wl(1024))
+    assert best.config == Config(BLOCK=128, num_warps=4)
+    assert best.median_ms == pytest.approx(1.0)
+    assert best.repeats == 5 and best.trials == 3
+    assert best.min_ms == pytest.approx(0.9) and best.max_ms == pytest.approx(1.2)
+    assert best.spread == pytest.approx(db.best(wl(1024)).spread)
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert doc["format"] == PACK_FORMAT and doc["schema"] == PACK_SCHEMA
+    assert doc["checksum"].startswith("sha256:")
+    prov = doc["provenance"]
+    assert prov["triton"] == ["3.6.0"] and prov["cuda"] == ["13.0"] and prov["tunex"]
+    assert {"device": "NVIDIA H200", "arch": "sm_90"} in prov["devices"]
+
+
+def test_export_one_kernel(db: Database, tmp_path: Path) -> None:
+    pack = export_pack(db, tmp_path / "p.json", kernel="softmax", name="x", version="1")
+    assert [e.workload.kernel for e in pack.entries] == ["softmax"]
+
+
+def test_export_nothing_is_an_error(tmp_path: Path) -> None:
+    with Database(tmp_path / "empty.db") as d, pytest.raises(PackError, match="nothing to export"):
+        export_pack(d, tmp_path / "p.json", name="x", version="1")
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_load_round_trip(pack_path: Path) -> None:
+    pack = load_pack(pack_path)
+    again = load_pack(pack_path)
+    assert pack.entries == again.entries
+    assert pack.to_dict()["checksum"] == pack.checksum
+    assert pack.kernels() == {"matmul": {"abc"}, "softmax": {"abc"}}
+
+
+def test_import_round_trip_and_idempotent(pack_path: Path, tmp_path: Path) -> None:
+    with Database(tmp_path / "dst.db") as dst:
+        assert import_pack(dst, pack_path) == 3
+        best = dst.best(wl(1024))
+        assert best is not None and best.config == Config(BLOCK=128, num_warps=4)
+        assert best.value == pytest.approx(1.0)
+        assert best.facts["pack"] == "mylib-1.2" and best.facts["repeats"] == 5
+        assert dst.trials(wl(1024))[0].strategy == "pack:mylib-1.2"
+        assert import_pack(dst, pack_path) == 0  # nothing new the second time
+        assert dst.count(wl(1024)) == 1
+
+
+def test_entry_measurement_keeps_median_and_spread(db: Database) -> None:
+    m = db.best(wl(1024))
+    e = PackEntry.from_measurement(wl(1024), m, 3)
+    back = e.measurement()
+    assert back.value == pytest.approx(m.value)
+    assert back.spread == pytest.approx(m.spread)
+
+
+# -- refusals ----------------------------------------------------------------------------------
+
+
+def test_tampered_pack_is_refused(pack_path: Path) -> None:
+    def faster(doc: dict) -> None:
+        doc["entries"][0]["config"]["BLOCK"] = 16
+
+    rewrite(pack_path, faster, fix_checksum=False)
+    with pytest.raises(PackError, match=r"checksum.*re-export"):
+        load_pack(pack_path)
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda d: d["entries"][0].pop("config"), "lacks"),
+    (lambda d: d["entries"][0]["stats"].__setitem__("median_ms", "fast"), "not a number"),
+    (lambda d: d["entries"][0]["config"].__setitem__("BLOCK", {"__reduce__": "os.system"}),
+     "not a plain value"),
+    (lambda d: d["entries"][0].__setitem__("problem", [1, 2]), "not an object"),
+    (lambda d: d["entries"].append(dict(d["entries"][0])), "appears twice"),
+    (lambda d: d.__setitem__("extra", 1), "unknown top-level"),
+    (lambda d: d.__setitem__("name", ""), "name"),
+])
+def test_malformed_pack_is_refused(pack_path: Path, change, match: str) -> None:
+    rewrite(pack_path, change, fix_checksum=True)
+    with pytest.raises(PackError, match=f"malformed.*{match}|{match}"):
+        load_pack(pack_path)
+
+
+def test_newer_schema_is_refused(pack_path: Path) -> None:
+    rewrite(pack_path, lambda d: d.__setitem__("schema", PACK_SCHEMA + 1), fix_checksum=True)
+    with pytest.raises(PackError, match=r"newer tunex.*upgrade"):
+        load_pack(pack_path)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("{not json", "not valid JSON"),
+    ('{"format": "something else"}', "not a tunex config pack"),
+    ('[1, 2]', "not a tunex config pack"),
+    ('{"format": "tunex.pack", "schema": 1, "x": NaN}', "not valid JSON"),
+])
+def test_not_a_pack_is_refused(tmp_path: Path, text: str, match: str) -> None:
+    p = tmp_path / "bad.json"
+    p.write_text(text)
+    with pytest.raises(PackError, match=match):
+        load_pack(p)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(PackError, match="cannot read"):
+        load_pack(tmp_path / "nope.json")
+
+
+def test_other_kernel_source_is_refused(pack_path: Path, tmp_path: Path) -> None:
+    with pytest.raises(PackError, match=r"source hash.*re-tune"):
+        load_pack(pack_path, kernel_hashes={"matmul": "def"})
+    load_pack(pack_path, kernel_hashes={"matmul": "abc", "other": "zzz"})  # fine
+    with Database(tmp_path / "dst.db") as dst:
+        with pytest.raises(PackError):
+            import_pack(dst, pack_path, kernel_hashes={"matmul": "def"})
+        assert dst.workloads() == []
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d["entries"][-1]["stats"].__setitem__("repeats", 0),
+    lambda d: d["entries"][-1].__setitem__("trials", -1),
+])
+def test_bad_pack_imports_nothing(pack_path: Path, tmp_path: Path, change) -> None:
+    rewrite(pack_path, change, fix_checksum=True)  # only the last entry is bad
+    with Database(tmp_path / "dst.db") as dst:
+        with pytest.raises(PackError):
+            import_pack(dst, pack_path)
+        assert dst.workloads() == []
+
+
+def test_import_is_one_transaction(pack_path: Path, tmp_path: Path, monkeypatch) -> None:
+    with Database(tmp_path / "dst.db") as dst:
+        import tunex.db._database as D
+
+        real = D._trial_values
+        calls = []
+
+        def fail_on_third(*a, **k):
+            calls.append(1)
+            if len(calls) == 3:
+                raise ValueError("disk on fire")
+            return real(*a, **k)
+
+        monkeypatch.setattr(D, "_trial_values", fail_on_third)
+        with pytest.raises(ValueError):
+            import_pack(dst, pack_path)
+        monkeypatch.undo()
+        assert dst.workloads() == [] or all(dst.count(w) == 0 for w in dst.workloads())
+
+
+# -- resolution --------------------------------------------------------------------------------
+
+
+def make_pack(*entries: tuple[Workload, int], name: str = "p") -> Pack:
+    return Pack(name, "1", tuple(
+        PackEntry(w, Config(BLOCK=b), 1.0, 0.0, 1, 1.0, 1.0, 1.0, 1.0, 1, 0.0)
+        for w, b in entries))
+
+
+def test_resolution_order_exact_device_then_arch_then_nearest() -> None:
+    pack = make_pack((wl(2048, H200), 1), (wl(1024, H100), 2), (wl(1024, H200), 3),
+                     (wl(1024, A100), 4))
+    m = pack.resolve(wl(1024, H200))
+    assert m is not None and m.config["BLOCK"] == 3 and m.tier == "exact"
+    assert m.reason == "pack p-1 exact device"
+    # without the exact-device entry: same arch beats the nearest bucket on the exact device
+    pack = make_pack((wl(2048, H200), 1), (wl(1024, H100), 2), (wl(1024, A100), 4))
+    m = pack.resolve(wl(1024, H200))
+    assert m is not None and m.config["BLOCK"] == 2 and m.tier == "arch"
+    assert "same arch sm_90" in m.reason and "H100" in m.reason
+    # only other buckets: the nearest one, exact device first at equal distance
+    pack = make_pack((wl(8192, H200), 1), (wl(2048, H100), 2), (wl(512, H200), 3))
+    m = pack.resolve(wl(1024, H200))
+    assert m is not None and m.config["BLOCK"] == 3 and m.tier == "nearest"
+    assert m.distance == pytest.approx(1.0) and "M=512" in m.reason
+    pack = make_pack((wl(8192, H200), 1), (wl(2048, H100), 2))
+    m = pack.resolve(wl(1024, H200))
+    assert m is not None and m.config["BLOCK"] == 2  # distance 1 on the same arch beats 3
+
+
+def test_resolution_refuses_other_arch_kernel_hash_and_dtype() -> None:
+    pack = make_pack((wl(1024, A100), 1), (wl(1024, H200, h="old"), 2),
+                     (wl(1024, H200, dtype="bfloat16"), 3), (wl(1024, H200, kernel="x"), 4))
+    assert pack.resolve(wl(1024, H200)) is None
+
+
+def test_resolution_across_packs_first_loaded_wins_ties() -> None:
+    a = make_pack((wl(1024, H200), 1), name="a")
+    b = make_pack((wl(1024, H200), 2), name="b")
+    m = resolve([a, b], wl(1024, H200))
+    assert m is not None and m.pack.name == "a"
+    c = make_pack((wl(1024, H100), 3), name="c")
+    m = resolve([c, b], wl(1024, H200))
+    assert m is not None and m.pack.name == "b"  # exact device beats load order
+
+
+def test_resolution_prefers_same_triton() -> None:
+    old = dict(H200, triton="3.5.0")
+    pack = make_pack((wl(1024, old), 1), (wl(1024, H200), 2))
+    m = pack.resolve(wl(1024, H200))
+    assert m is not None and m.config["BLOCK"] == 2
+    m = make_pack((wl(1024, old), 1)).resolve(wl(1024, H200))
+    assert m is not None and "Triton 3.5.0" in m.reason
+
+
+@pytest.mark.parametrize("target, arch", [
+    ({"arch": "sm_90"}, "sm_90"), ({"capability": "9.0"}, "sm_90"),
+    ({"capability": [8, 0]}, "sm_80"), ({"cc": 90}, "sm_90"), ({}, None),
+])
+def test_target_arch(target: dict, arch: str | None) -> None:
+    assert target_arch(target) == arch
+
+
+# -- command line ------------------------------------------------------------------------------
+
+
+def test_cli_round_trip(db: Database, tmp_path: Path, capsys) -> None:
+    src = str(db.path)
+    out = tmp_path / "lib.json"
+    assert main(["pack", "export", "--db", src, "-o", str(out), "--kernel", "matmul",
+                 "--name", "lib", "--version", "2.0"]) == 0
+    assert main(["pack", "verify", str(out)]) == 0
+    assert "checksum ok" in capsys.readouterr().out
+    assert main(["pack", "show", str(out)]) == 0
+    assert "lib-2.0" in capsys.readouterr().out
+    assert main(["pack", "show", "--json", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "lib"
+    dst = tmp_path / "dst.db"
+    assert main(["pack", "import", str(out), "--db", str(dst)]) == 0
+    with Database(dst) as d:
+        assert len(d.workloads()) == 2
+
+
+def test_cli_refuses_tampered_pack(pack_path: Path, tmp_path: Path, capsys) -> None:
+    rewrite(pack_path, lambda d: d.__setitem__("version", "9"), fix_checksum=False)
+    assert main(["pack", "verify", str(pack_path)]) == 2
+    assert "checksum" in capsys.readouterr().err
+    dst = tmp_path / "dst.db"
+    assert main(["pack", "import", str(pack_path), "--db", str(dst)]) == 2
+    assert not dst.exists() or Database(dst).workloads() == []

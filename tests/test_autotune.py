@@ -1,0 +1,648 @@
+"""@tunex.autotune: dispatch, keys and buckets, modes, listeners, triton.autotune drop-in,
+failures, packs and the cost model at runtime.
+
+CPU tests run the kernels under Triton's interpreter: kernels are jitted with TRITON_INTERPRET=1
+set only while ``triton.jit`` runs (see ``jit``), so other test modules are not affected. Tests
+marked ``gpu`` run compiled kernels on CUDA and are skipped without one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+import tunex  # noqa: E402
+from tunex.autotune import Selection, add_listener, clear_packs, load_packs, remove_listener  # noqa: E402
+from tunex.db import Database, export_pack  # noqa: E402
+from tunex.errors import ConfigError, PackError  # noqa: E402
+from tunex.space import Choice, Pow2, Space  # noqa: E402
+from tunex.trial import Config, Measurement, Status  # noqa: E402
+
+HAS_GPU = torch.cuda.is_available()
+gpu = pytest.mark.gpu
+
+
+def jit(fn: Callable[..., Any], interpret: bool = True) -> Any:
+    """``triton.jit(fn)``, under the interpreter unless ``interpret`` is false."""
+    old = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+    try:
+        return triton.jit(fn)
+    finally:
+        if old is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = old
+
+
+# -- kernels (plain functions; jitted per test) ------------------------------------------------
+
+
+def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    tl.static_assert(BLOCK <= 4096)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)
+
+
+def accumulate_kernel(x, out, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.atomic_add(out + offs, tl.load(x + offs, mask=m), mask=m)
+
+
+def increment_kernel(x, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(x + offs, tl.load(x + offs, mask=m) + 1.0, mask=m)
+
+
+def grid(n: int) -> Callable[[dict[str, Any]], tuple[int]]:
+    return lambda meta: (triton.cdiv(n, meta["BLOCK"]),)
+
+
+CONFIGS = [triton.Config({"BLOCK": 32}, num_warps=1), triton.Config({"BLOCK": 64}, num_warps=2),
+           triton.Config({"BLOCK": 128}, num_warps=4)]
+SPEED = {32: 3.0, 64: 1.0, 128: 2.0, 256: 2.5, 512: 4.0, 1024: 5.0, 48: 0.1, 8192: 0.1}
+
+
+class FakeBench:
+    """Deterministic timings by BLOCK; runs the kernel once per config (hooks included)."""
+
+    def __init__(self) -> None:
+        self.calls: list[Config] = []
+
+    def __call__(self, call: Callable[[], Any], config: Config) -> list[float]:
+        call()
+        self.calls.append(config)
+        base = SPEED[config["BLOCK"]]
+        return [base, base * 1.01, base * 0.99]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    for var in ("TUNEX_MODE", "TUNEX_PACKS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TUNEX_DB", str(tmp_path / "default.db"))
+    clear_packs()
+    yield
+    clear_packs()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "tunex.db"
+
+
+def data(n: int) -> tuple[Any, Any, Any]:
+    g = torch.Generator().manual_seed(n)
+    return torch.randn(n, generator=g), torch.randn(n, generator=g), torch.empty(n)
+
+
+def make_add(db_path: Path, **options: Any) -> tuple[Any, FakeBench]:
+    bench = FakeBench()
+    opts: dict[str, Any] = {"configs": CONFIGS, "key": {"n": "pow2"}, "db": str(db_path),
+                            "bench": bench}
+    opts.update(options)
+    return tunex.autotune(**opts)(jit(add_kernel)), bench
+
+
+def call_add(kernel: Any, n: int) -> None:
+    x, y, out = data(n)
+    kernel[grid(n)](x, y, out, n)
+    torch.testing.assert_close(out, x + y)
+
+
+# -- API shape ---------------------------------------------------------------------------------
+
+
+def test_import_paths() -> None:
+    from tunex.autotune import autotune
+
+    assert callable(tunex.autotune) and callable(autotune)
+    assert tunex.autotune.add_listener is add_listener  # type: ignore[attr-defined]
+    assert tunex.bucket.pow2(1000) == 1024  # type: ignore[attr-defined]
+    assert tunex.autotune.bucket.multiple(64)(100) == 128  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"configs": CONFIGS, "space": Space([Pow2("BLOCK", 32, 64)])}, "either"),
+    ({}, "either"),
+    ({"configs": CONFIGS, "key": ["m"]}, "not an argument"),
+    ({"configs": CONFIGS, "mode": "sometimes"}, "unknown autotune mode"),
+    ({"space": Space([Pow2("BLOCKX", 32, 64)])}, "neither constexpr"),
+    ({"configs": CONFIGS, "reset_to_zero": ["nope"]}, "not an argument"),
+    ({"configs": CONFIGS, "key": {"n": "pow3"}}, "unknown bucket"),
+])
+def test_decoration_errors(options: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        tunex.autotune(**options)(jit(add_kernel))
+
+
+# -- dispatch, keys, buckets -------------------------------------------------------------------
+
+
+def test_never_mode_uses_default_and_creates_no_db(db_path: Path) -> None:
+    k, bench = make_add(db_path)
+    call_add(k, 1000)
+    assert k.last.source == "default" and k.last.config["BLOCK"] == 32
+    assert k.tunings == 0 and bench.calls == [] and not db_path.exists()
+
+
+def test_same_bucket_does_not_retune(db_path: Path) -> None:
+    k, bench = make_add(db_path, mode="on_miss")
+    call_add(k, 1000)
+    assert k.tunings == 1 and len(bench.calls) == 3
+    assert k.last.source == "tuned" and k.last.config["BLOCK"] == 64
+    assert k.last.workload.problem["n"] == 1024
+    call_add(k, 1000)
+    call_add(k, 600)  # same pow2 bucket (1024)
+    assert k.tunings == 1 and len(bench.calls) == 3
+    assert k.last.source == "cache" and k.last.config["BLOCK"] == 64
+    call_add(k, 2000)  # new bucket
+    assert k.tunings == 2 and k.last.workload.problem["n"] == 2048
+
+
+def test_exact_keys_retune_per_value(db_path: Path) -> None:
+    k, _ = make_add(db_path, mode="on_miss", key=["n"])
+    call_add(k, 1000)
+    call_add(k, 999)
+    assert k.tunings == 2
+
+
+def test_bucket_argument_with_list_key(db_path: Path) -> None:
+    k, _ = make_add(db_path, mode="on_miss", key=["n"], bucket={"n": tunex.bucket.pow2})  # type: ignore[attr-defined]
+    call_add(k, 1000)
+    call_add(k, 700)
+    assert k.tunings == 1
+
+
+def test_dtype_is_part_of_the_key(db_path: Path) -> None:
+    k, _ = make_add(db_path, mode="on_miss")
+    call_add(k, 256)
+    x, y, out = (t.double() for t in data(256))
+    k[grid(256)](x, y, out, 256)
+    assert k.tunings == 2 and k.last.workload.problem["x.dtype"] == "float64"
+
+
+def test_hot_path_does_no_io_and_no_resolution(db_path: Path, monkeypatch) -> None:
+    k, _ = make_add(db_path, mode="on_miss")
+    call_add(k, 512)
+    from tunex.autotune import _runtime
+
+    def boom(*a: Any, **kw: Any) -> None:
+        raise AssertionError("the hot path must not touch the database")
+
+    monkeypatch.setattr(_runtime, "open_db", boom)
+    monkeypatch.setattr(k, "_resolve", boom)
+    x, y, out = data(512)
+    for _ in range(3):
+        k[grid(512)](x, y, out, 512)
+    torch.testing.assert_close(out, x + y)
+
+
+def test_call_patterns_keyword_and_positional(db_path: Path) -> None:
+    k, _ = make_add(db_path, mode="on_miss")
+    x, y, out = data(300)
+    k[grid(300)](x, y, out, n=300)
+    k[grid(300)](x, y, out, 300)
+    k[grid(300)](x=x, y=y, out=out, n=300)
+    torch.testing.assert_close(out, x + y)
+    assert k.tunings == 1
+
+
+def test_passing_a_tuned_parameter_is_an_error(db_path: Path) -> None:
+    k, _ = make_add(db_path)
+    x, y, out = data(64)
+    with pytest.raises(ConfigError, match="tuned by @tunex"):
+        k[grid(64)](x, y, out, 64, BLOCK=32)
+
+
+# -- modes -------------------------------------------------------------------------------------
+
+
+def test_never_mode_reads_the_database(db_path: Path) -> None:
+    tuner, _ = make_add(db_path, mode="on_miss")
+    call_add(tuner, 1000)
+    k, bench = make_add(db_path)  # a new process, in effect
+    call_add(k, 1000)
+    assert k.last.source == "db" and k.last.config["BLOCK"] == 64 and bench.calls == []
+    assert k.last.time_ms == pytest.approx(1.0)
+
+
+def test_env_mode_overrides_decorator(db_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TUNEX_MODE", "on_miss")
+    k, _ = make_add(db_path, mode="never")
+    call_add(k, 100)
+    assert k.tunings == 1 and k.last.mode == "on_miss"
+    monkeypatch.setenv("TUNEX_MODE", "bogus")
+    k2, _ = make_add(db_path)
+    with pytest.raises(ConfigError, match="TUNEX_MODE"):
+        call_add(k2, 100)
+
+
+def test_pinned_mode_never_tunes(db_path: Path, caplog) -> None:
+    k, bench = make_add(db_path, mode="pinned")
+    with caplog.at_level(logging.WARNING, "tunex.autotune"):
+        call_add(k, 1000)
+    assert k.last.source == "default" and k.tunings == 0 and bench.calls == []
+    assert "pinned: no database row or pack" in caplog.text
+    tuner, _ = make_add(db_path, mode="on_miss")
+    call_add(tuner, 1000)
+    ranks = [make_add(db_path, mode="pinned")[0] for _ in range(3)]
+    for r in ranks:
+        call_add(r, 1000)
+    assert {r.last.config["BLOCK"] for r in ranks} == {64}
+    assert {r.last.source for r in ranks} == {"db"}
+
+
+def test_on_miss_resumes_and_uses_db_row(db_path: Path) -> None:
+    k, _ = make_add(db_path, mode="on_miss")
+    call_add(k, 1000)
+    k2, bench2 = make_add(db_path, mode="on_miss")
+    call_add(k2, 1000)
+    assert k2.tunings == 0 and k2.last.source == "db" and bench2.calls == []
+
+
+def test_trials_recorded_as_they_end(db_path: Path) -> None:
+    seen: list[int] = []
+
+    def bench(call: Callable[[], Any], config: Config) -> list[float]:
+        with Database(db_path) as d:  # another reader sees earlier trials already
+            seen.append(sum(d.count(w) for w in d.workloads()))
+        call()
+        return [SPEED[config["BLOCK"]]]
+
+    k, _ = make_add(db_path, mode="on_miss", bench=bench)
+    call_add(k, 100)
+    assert seen == [0, 1, 2]
+
+
+def test_space_mode_with_search_strategy_and_budget(db_path: Path) -> None:
+    space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
+    bench = FakeBench()
+    k = tunex.autotune(space=space, key={"n": "pow2"}, mode="on_miss", budget="5trials",
+                       strategy="random", db=str(db_path), bench=bench)(jit(add_kernel))
+    call_add(k, 3000)
+    with Database(db_path) as d:
+        (w,) = d.workloads()
+        trials = d.trials(w)
+    assert len(trials) == 5 and all(t.strategy == "autotune:random" for t in trials)
+    assert trials[0].measurement.config == space.default()  # the default is measured first
+    assert k.last.source == "tuned" and "over default" in k.last.reason
+
+
+def test_space_problem_sizes_come_from_the_key(db_path: Path) -> None:
+    space = Space([Pow2("BLOCK", 32, 1024)], ["BLOCK <= n"], problem=["n"])
+    bench = FakeBench()
+    k = tunex.autotune(space=space, key={"n": "pow2"}, mode="on_miss", db=str(db_path),
+                       bench=bench)(jit(add_kernel))
+    call_add(k, 100)  # bucket 128: BLOCK in 32..128
+    assert {c["BLOCK"] for c in bench.calls} == {32, 64, 128}
+
+
+def test_budget_in_seconds(db_path: Path) -> None:
+    def slow(call: Callable[[], Any], config: Config) -> list[float]:
+        time.sleep(0.3)
+        return [SPEED[config["BLOCK"]]]
+
+    k, _ = make_add(db_path, mode="on_miss", budget="0.5s", bench=slow)
+    call_add(k, 100)
+    with Database(db_path) as d:
+        assert d.count(d.workloads()[0]) == 2
+
+
+# -- failures ----------------------------------------------------------------------------------
+
+
+def test_failing_configs_are_recorded_and_search_goes_on(db_path: Path) -> None:
+    configs = [triton.Config({"BLOCK": 48}), triton.Config({"BLOCK": 128}),  # 48: not a power of 2
+               triton.Config({"BLOCK": 8192})]  # static_assert fails
+    k, _ = make_add(db_path, mode="on_miss", configs=configs)
+    call_add(k, 500)
+    assert k.last.config["BLOCK"] == 128 and k.last.source == "tuned"
+    assert "2 failed" in k.last.reason and "default config failed" in k.last.reason
+    with Database(db_path) as d:
+        ms = d.measurements(d.workloads()[0])
+    assert [m.status for m in ms] == [Status.RUNTIME_ERROR, Status.OK, Status.RUNTIME_ERROR]
+    assert "power of 2" in (ms[0].error or "")
+
+
+def test_all_configs_failing_falls_back_to_default(db_path: Path, caplog) -> None:
+    def broken(call: Callable[[], Any], config: Config) -> list[float]:
+        raise RuntimeError("out of resources")
+
+    k, _ = make_add(db_path, mode="on_miss", bench=broken)
+    with caplog.at_level(logging.WARNING, "tunex.autotune"):
+        call_add(k, 100)
+    assert k.last.source == "tuned" and k.last.config["BLOCK"] == 32
+    assert "all failed" in k.last.reason and "every one of 3 configs failed" in caplog.text
+
+
+# -- listeners and log -------------------------------------------------------------------------
+
+
+def test_listeners_and_log_line(db_path: Path, caplog) -> None:
+    got: list[Selection] = []
+    local: list[Selection] = []
+    add_listener(got.append)
+    try:
+        k, _ = make_add(db_path, mode="on_miss", listener=local.append)
+        with caplog.at_level(logging.INFO, "tunex.autotune"):
+            call_add(k, 1000)
+            call_add(k, 1000)  # hot path: no event
+            call_add(k, 900)
+    finally:
+        remove_listener(got.append)
+    assert [s.source for s in got] == ["tuned", "cache"] == [s.source for s in local]
+    sel = got[0]
+    assert sel.kernel == "add_kernel" and sel.trials == 3 and sel.key == {"n": 1000}
+    assert sel.speedup == pytest.approx(3.0) and "3.00x over default" in sel.reason
+    assert "from tuned (tuned 3 trials" in caplog.text and "BLOCK=64" in caplog.text
+
+
+def test_a_failing_listener_does_not_break_the_launch(db_path: Path, caplog) -> None:
+    def bad(sel: Selection) -> None:
+        raise ValueError("listener bug")
+
+    k, _ = make_add(db_path, listener=bad)
+    call_add(k, 64)
+    assert "listener" in caplog.text
+
+
+# -- drop-in for triton.autotune ---------------------------------------------------------------
+
+
+def test_reset_to_zero(db_path: Path) -> None:
+    bench = FakeBench()
+    k = tunex.autotune(CONFIGS, key=["n"], reset_to_zero=["out"], mode="on_miss",
+                       db=str(db_path), bench=bench)(jit(accumulate_kernel))
+    x = torch.ones(256)
+    out = torch.zeros(256)
+    k[grid(256)](x, out, 256)
+    assert len(bench.calls) == 3  # each benchmark run added x to out; reset before each
+    torch.testing.assert_close(out, x)
+
+
+def test_restore_value(db_path: Path) -> None:
+    bench = FakeBench()
+    k = tunex.autotune(CONFIGS, key=["n"], restore_value=["x"], mode="on_miss",
+                       db=str(db_path), bench=bench)(jit(increment_kernel))
+    x = torch.zeros(100)
+    k[grid(100)](x, 100)
+    torch.testing.assert_close(x, torch.ones(100))  # tuning runs were undone
+
+
+def test_user_hooks_and_config_pre_hook(db_path: Path) -> None:
+    events: list[str] = []
+    configs = [triton.Config({"BLOCK": 32}, pre_hook=lambda a: events.append(f"cfg{a['BLOCK']}")),
+               triton.Config({"BLOCK": 64})]
+    k = tunex.autotune(
+        configs, key=["n"], mode="on_miss", db=str(db_path), bench=FakeBench(),
+        pre_hook=lambda a, reset_only=False: events.append("pre" + ("-reset" if reset_only
+                                                                    else "")),
+        post_hook=lambda a, exception: events.append("post"))(jit(add_kernel))
+    x, y, out = data(64)
+    k[grid(64)](x, y, out, 64)
+    # per config: a compile run and one timed run, each wrapped in pre/post; then the reset
+    assert events == ["cfg32", "pre", "post", "cfg32", "pre", "post",
+                      "pre", "post", "pre", "post", "pre-reset"]
+    events.clear()
+    k.clear_cache()
+    calls: list[str] = []
+    k2 = tunex.autotune(configs[:1], key=["n"], db=str(db_path))(jit(add_kernel))
+    k2[grid(64)](x, y, out, 64)
+    k2[grid(64)](x, y, out, 64)
+    calls = [e for e in events if e == "cfg32"]
+    assert len(calls) == 2  # a config's pre_hook runs on every launch, hot path included
+
+
+def test_prune_configs_by(db_path: Path) -> None:
+    bench = FakeBench()
+    k = tunex.autotune(
+        CONFIGS, key=["n"], mode="on_miss", db=str(db_path), bench=bench,
+        prune_configs_by={"early_config_prune": lambda cs, nargs, **kw: cs[1:],
+                          "perf_model": lambda **kw: kw["BLOCK"], "top_k": 1})(jit(add_kernel))
+    call_add(k, 100)
+    assert [c["BLOCK"] for c in bench.calls] == [64]
+
+
+def test_triton_do_bench_argument(db_path: Path) -> None:
+    seen: list[tuple[float, ...]] = []
+
+    def do_bench(kernel_call: Callable[[], Any], quantiles: tuple[float, ...]) -> list[float]:
+        kernel_call()
+        seen.append(quantiles)
+        return [1.0, 0.9, 1.1]
+
+    k = tunex.autotune(CONFIGS, key=["n"], mode="on_miss", db=str(db_path),
+                       do_bench=do_bench, remeasure=0)(jit(add_kernel))
+    call_add(k, 100)
+    assert seen == [(0.5, 0.2, 0.8)] * 3
+
+
+def test_configs_with_different_names_use_an_index_space(db_path: Path) -> None:
+    configs = [triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64}, maxnreg=128)]
+    k, _ = make_add(db_path, configs=configs, mode="on_miss")
+    assert k.space.names == ("config",)
+    assert k.launch_kwargs(Config(config=1))["maxnreg"] == 128
+    call_add(k, 100)
+    assert k.last.source == "tuned" and k.last.config in (Config(config=0), Config(config=1))
+
+
+# -- packs and model at runtime ----------------------------------------------------------------
+
+
+def tune_and_export(db_path: Path, tmp_path: Path, n: int = 1000) -> Path:
+    tuner, _ = make_add(db_path, mode="on_miss")
+    call_add(tuner, n)
+    with Database(db_path) as d:
+        export_pack(d, tmp_path / "pack.json", name="mylib", version="1.2")
+    return tmp_path / "pack.json"
+
+
+def test_pack_loaded_by_api(db_path: Path, tmp_path: Path) -> None:
+    pack = tune_and_export(db_path, tmp_path)
+    k, bench = make_add(tmp_path / "fresh.db")
+    load_packs(pack)
+    call_add(k, 1000)
+    assert k.last.source == "pack" and k.last.reason == "pack mylib-1.2 exact device"
+    assert k.last.config["BLOCK"] == 64 and bench.calls == []
+    call_add(k, 4000)  # nearest bucket: 4096 is 2 steps from 1024
+    assert k.last.source == "pack" and "nearest bucket n=1024" in k.last.reason
+
+
+def test_pack_from_env(db_path: Path, tmp_path: Path, monkeypatch) -> None:
+    pack = tune_and_export(db_path, tmp_path)
+    monkeypatch.setenv("TUNEX_PACKS", os.pathsep.join([str(pack)]))
+    k, _ = make_add(tmp_path / "fresh.db")
+    call_add(k, 1000)
+    assert k.last.source == "pack"
+    monkeypatch.setenv("TUNEX_PACKS", str(tmp_path / "missing.json"))
+    k2, _ = make_add(tmp_path / "fresh.db")
+    with pytest.raises(PackError, match="cannot read"):
+        call_add(k2, 1000)
+
+
+def test_db_comes_before_packs(db_path: Path, tmp_path: Path) -> None:
+    pack = tune_and_export(db_path, tmp_path)
+    with Database(tmp_path / "mine.db") as d:
+        k, _ = make_add(tmp_path / "mine.db")
+        w = Measurement(Config(BLOCK=128, num_warps=4, num_stages=3), Status.OK, (0.5,))
+        load_packs(pack)
+        x, y, out = data(1000)
+        named = k._bind((x, y, out, 1000), {})
+        k._dtype_names = ["x", "y", "out"]
+        d.record(k.workload(named)[0], w)
+    call_add(k, 1000)
+    assert k.last.source == "db" and k.last.config["BLOCK"] == 128
+
+
+def test_bad_pack_is_refused_whole(db_path: Path, tmp_path: Path) -> None:
+    good = tune_and_export(db_path, tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text(good.read_text().replace('"BLOCK": 64', '"BLOCK": 32'))
+    with pytest.raises(PackError, match="checksum"):
+        load_packs(good, bad)
+    assert tunex.autotune.loaded_packs() == []  # type: ignore[attr-defined]
+
+
+def test_on_miss_uses_exact_pack_and_tunes_otherwise(db_path: Path, tmp_path: Path) -> None:
+    pack = tune_and_export(db_path, tmp_path)
+    load_packs(pack)
+    k, bench = make_add(tmp_path / "fresh.db", mode="on_miss")
+    call_add(k, 1000)
+    assert k.last.source == "pack" and bench.calls == []
+    call_add(k, 4000)  # nearest-bucket pack config is a seed, measured right after the default
+    assert k.last.source == "tuned"
+    assert [c["BLOCK"] for c in bench.calls[:2]] == [32, 64]
+
+
+def test_pack_of_another_kernel_version_is_not_used(db_path: Path, tmp_path: Path,
+                                                    caplog) -> None:
+    pack = tune_and_export(db_path, tmp_path)
+    k, _ = make_add(tmp_path / "fresh.db")
+    k.kernel_hash = "0" * 16  # the kernel's source changed since the pack was made
+    load_packs(pack)
+    with caplog.at_level(logging.WARNING, "tunex.autotune"):
+        call_add(k, 1000)
+    assert k.last.source == "default" and "another version of this kernel" in caplog.text
+
+
+def test_cost_model_prediction(db_path: Path, tmp_path: Path) -> None:
+    pytest.importorskip("lightgbm")
+    space = Space([Pow2("BLOCK", 32, 1024)])
+
+    def bench(call: Callable[[], Any], config: Config) -> list[float]:
+        return [SPEED[config["BLOCK"]]]
+
+    tuner = tunex.autotune(space=space, key=["n"], mode="on_miss", db=str(db_path),
+                           bench=bench)(jit(add_kernel))
+    for n in (100, 200, 300, 400):
+        call_add(tuner, n)
+    path = tuner.train_model()
+    assert path == db_path.parent / "tunex-models" / "add_kernel.json" and path.exists()
+    k = tunex.autotune(space=space, key=["n"], db=str(db_path))(jit(add_kernel))
+    call_add(k, 500)
+    assert k.last.source == "model" and k.last.config["BLOCK"] == 64
+    p = tunex.autotune(space=space, key=["n"], db=str(db_path), mode="pinned")(jit(add_kernel))
+    call_add(p, 500)
+    assert p.last.source == "default"  # pinned never predicts
+
+
+# -- GPU ---------------------------------------------------------------------------------------
+
+
+@gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
+def test_gpu_tune_on_miss_with_do_bench(db_path: Path) -> None:
+    configs = [*CONFIGS, triton.Config({"BLOCK": 8192})]  # fails its static_assert
+    k = tunex.autotune(configs, key={"n": "pow2"}, mode="on_miss",
+                       db=str(db_path))(jit(add_kernel, interpret=False))
+    n = 1 << 20
+    x, y, out = (torch.randn(n, device="cuda") for _ in range(3))
+    k[grid(n)](x, y, out, n)
+    torch.testing.assert_close(out, x + y)
+    assert k.last.source == "tuned" and k.last.workload.target["arch"].startswith("sm_")
+    with Database(db_path) as d:
+        ms = d.measurements(d.workloads()[0])
+    assert sum(m.ok for m in ms) == 3 and any(m.status is Status.COMPILE_ERROR for m in ms)
+    assert max(len(m.times_ms) for m in ms) > 5  # do_bench's repeats, all kept
+
+
+@gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
+def test_gpu_hot_path_is_cheaper_than_triton_autotune(db_path: Path) -> None:
+    base = jit(add_kernel, interpret=False)
+    ours = tunex.autotune(CONFIGS, key=["n"], db=str(db_path))(jit(add_kernel, interpret=False))
+    theirs = triton.autotune(CONFIGS, key=["n"])(jit(add_kernel, interpret=False))
+    n = 4096
+    x, y, out = (torch.randn(n, device="cuda") for _ in range(3))
+    g = (n // 32,)
+
+    def per_call(fn: Callable[[], Any], reps: int = 2000) -> float:
+        fn()
+        torch.cuda.synchronize()
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            torch.cuda.synchronize()
+            best = min(best, (time.perf_counter() - t0) / reps)
+        return best
+
+    bare = per_call(lambda: base[g](x, y, out, n, BLOCK=32, num_warps=1))
+    t_ours = per_call(lambda: ours[g](x, y, out, n))
+    t_theirs = per_call(lambda: theirs[g](x, y, out, n))
+    assert t_ours - bare < t_theirs - bare + 0.5e-6
+    assert t_ours - bare < 3e-6
+
+
+def test_db_rows_outside_the_space_are_ignored(db_path: Path) -> None:
+    old, _ = make_add(db_path, mode="on_miss")
+    call_add(old, 1000)  # rows for configs with num_stages, from the triton.Config list
+    space = Space([Pow2("BLOCK", 32, 128)])
+    bench = FakeBench()
+    k = tunex.autotune(space=space, key={"n": "pow2"}, mode="on_miss", db=str(db_path),
+                       bench=bench)(jit(add_kernel))
+    call_add(k, 1000)  # same workload, other space: tuned, not taken from the foreign rows
+    assert k.last.source == "tuned" and len(bench.calls) == 3
+    assert k.last.config == Config(BLOCK=64)
+
+
+def test_default_launch_options_are_not_passed(db_path: Path) -> None:
+    k, _ = make_add(db_path)
+    kw, hook = k._entry(Config(BLOCK=32, num_warps=4, num_stages=3))
+    assert kw == {"BLOCK": 32, "warmup": False} and hook is None
+    kw, _ = k._entry(Config(BLOCK=32, num_warps=8, num_stages=4))
+    assert kw == {"BLOCK": 32, "num_warps": 8, "num_stages": 4, "warmup": False}
+
+
+def test_close_leaders_are_remeasured(db_path: Path) -> None:
+    times = {32: [1.0, 1.5], 64: [1.01, 1.0], 128: [3.0, 3.0]}  # 32 got lucky the first time
+    seen: list[int] = []
+
+    def bench(call: Callable[[], Any], config: Config) -> list[float]:
+        b = config["BLOCK"]
+        seen.append(b)
+        return [times[b][sum(1 for s in seen if s == b) - 1]]
+
+    k, _ = make_add(db_path, mode="on_miss", bench=bench)
+    call_add(k, 100)
+    assert sorted(seen) == [32, 32, 64, 64, 128] and k.last.config["BLOCK"] == 64
+    with Database(db_path) as d:
+        assert [t.strategy for t in d.trials(d.workloads()[0])][-2:] == ["autotune:remeasure"] * 2

@@ -1,0 +1,191 @@
+"""``@tunex.autotune``: a Triton autotuner with a database, config packs and explicit modes.
+
+::
+
+    import tunex
+    from tunex import Pow2, Choice, Space
+
+    @tunex.autotune(
+        space=Space([Pow2("BLOCK", 64, 1024), Choice("num_warps", [2, 4, 8])]),
+        key={"n": "pow2"},               # calls with n in (512, 1024] share a config
+        mode="on_miss", budget="20trials,30s",
+    )
+    @triton.jit
+    def add(x, y, out, n, BLOCK: tl.constexpr): ...
+
+    add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+
+It is a drop-in for ``triton.autotune`` too: ``@tunex.autotune(configs=[triton.Config(...)],
+key=["M", "N"], reset_to_zero=[...], restore_value=[...], pre_hook=..., post_hook=...,
+prune_configs_by={...})``.
+
+**Workload.** A call's workload is the kernel (name and sha256 of its source), its key after
+bucketing (each key argument through its bucket function, tensors by dtype, plus the dtypes of
+the tensor arguments of the first call unless ``dtypes=False``) and the device fingerprint
+(device name, architecture, Triton version). Two calls with the same workload share a config.
+
+**Hot path.** A known key costs one tuple build and one dict lookup before
+``kernel[grid](...)``'s own launch: no I/O, no tuning, no logging.
+
+**Modes** (``mode=``, overridden by the environment variable ``TUNEX_MODE`` when set):
+
+- ``"never"`` (default): never tune at runtime. A new workload resolves, in order, from the
+  in-process cache (same bucket as an earlier call), the database (its best config for this
+  exact workload), the loaded config packs (exact device, then same architecture, then nearest
+  bucket), the kernel's cost model when one was trained (:meth:`Autotuned.train_model`), and
+  last the kernel's default config (``default=``, else the space's default, else the first
+  ``triton.Config``).
+- ``"on_miss"``: as above for the database and for packs of the exact device and bucket;
+  otherwise tune now, within ``budget``, on the call's own arguments: the default config, the
+  nearest pack config and the model's pick are measured first, then the search strategy
+  (``"model"`` by default; ``exhaustive`` when the budget covers the whole space) proposes the
+  rest; the leaders within 3% of the best are measured again before one wins. Every trial is
+  recorded in the database the moment it ends, failures included (a config that does not
+  compile or runs out of resources is a failed trial; the search goes on). A config that
+  corrupts the CUDA context (an illegal memory access) cannot be recovered from in-process.
+- ``"pinned"``: for multi-process jobs. Resolution uses only the database and the packs (then
+  the default, with a warning), never timing and never the cost model, so every process that
+  sees the same database and packs picks the same config whatever the load of its GPU. Tune
+  first (one process with ``mode="on_miss"``, or ``tunex search``), then start the job with
+  ``TUNEX_MODE=pinned``. Nothing waits on other ranks: there is no cross-process lock to hang.
+
+**Where from, and why.** Each new key is announced once to the listeners
+(:func:`add_listener`, or ``listener=``) as a :class:`Selection` and logged on the
+``tunex.autotune`` logger at INFO (DEBUG for a new shape in a known bucket), e.g.
+``matmul[M=1024,...]: BLOCK_M=128 ... from tuned (tuned 40 trials in 21.0 s (model), 1.23x over
+default)`` or ``... from pack (pack mylib-1.2 exact device)``.
+
+**Packs** load with :func:`load_packs` or ``TUNEX_PACKS=path1:path2``; see
+:mod:`tunex.db.packs`. The database is ``db=`` (a path, URL or Database), else ``TUNEX_DB``,
+else ``~/.cache/tunex/tunex.db``; in ``never`` and ``pinned`` modes a missing database file is
+not created.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tunex.autotune import bucket
+from tunex.autotune._kernel import Autotuned
+from tunex.autotune._runtime import (
+    MODES,
+    Selection,
+    add_listener,
+    clear_packs,
+    fingerprint,
+    load_packs,
+    loaded_packs,
+    remove_listener,
+)
+from tunex.space import Space
+
+__all__ = [
+    "MODES",
+    "Autotuned",
+    "Selection",
+    "add_listener",
+    "autotune",
+    "bucket",
+    "clear_packs",
+    "fingerprint",
+    "load_packs",
+    "loaded_packs",
+    "remove_listener",
+]
+
+
+def autotune(
+    configs: Sequence[Any] | None = None,
+    key: Sequence[str] | Mapping[str, Any] = (),
+    *,
+    space: Space | None = None,
+    bucket: Mapping[str, Any] | None = None,
+    mode: str = "never",
+    budget: Any = "50trials,60s",
+    strategy: str = "model",
+    db: Any = None,
+    name: str | None = None,
+    default: Any = None,
+    reset_to_zero: Sequence[str] | None = None,
+    restore_value: Sequence[str] | None = None,
+    pre_hook: Callable[..., Any] | None = None,
+    post_hook: Callable[..., Any] | None = None,
+    prune_configs_by: Mapping[str, Any] | None = None,
+    do_bench: Callable[..., Any] | None = None,
+    bench: Callable[[Callable[[], Any], Any], Sequence[float]] | None = None,
+    warmup: int = 25,
+    rep: int = 100,
+    listener: Callable[[Selection], None] | None = None,
+    dtypes: bool = True,
+    model: str | os.PathLike[str] | None = None,
+    seed: int | None = 0,
+    remeasure: int = 1,
+) -> Callable[[Any], Autotuned]:
+    """Decorate a ``@triton.jit`` kernel (put ``@tunex.autotune(...)`` above ``@triton.jit``).
+
+    Args:
+        configs: a list of ``triton.Config`` (drop-in for ``triton.autotune``).
+        key: argument names whose values select the config; a mapping gives each its bucket
+            (a callable or a name from :mod:`tunex.autotune.bucket`: ``"pow2"``...).
+        space: instead of ``configs``, a :class:`~tunex.space.Space` whose parameters are the
+            kernel's constexpr meta-parameters and optionally ``num_warps``/``num_stages``;
+            its problem names (for constraints) are read from the bucketed key.
+        bucket: buckets for a list ``key``: ``{"M": bucket.pow2}``.
+        mode: ``"never"``, ``"on_miss"`` or ``"pinned"`` (see the module docs); the
+            environment variable ``TUNEX_MODE`` overrides it.
+        budget: tuning budget per workload for ``on_miss``: ``"50trials,60s"``, a
+            :class:`~tunex.tuner.Budget`...
+        strategy: search strategy for ``on_miss`` (``"model"``, ``"random"``, ``"optuna:tpe"``).
+        db: the tuning database (path, URL or :class:`~tunex.db.Database`).
+        name: the kernel's name in workloads (default: the function's name).
+        default: the default config (``triton.Config`` or mapping).
+        reset_to_zero, restore_value, pre_hook, post_hook: as ``triton.autotune``'s, applied
+            around every benchmarked launch.
+        prune_configs_by: as ``triton.autotune``'s (``early_config_prune``, ``perf_model``,
+            ``top_k``); with it, tuning measures the pruned list in order.
+        do_bench: as ``triton.autotune``'s (``do_bench(kernel_call, quantiles)``).
+        bench: ``bench(kernel_call, config) -> runtimes in ms`` (takes precedence).
+        warmup, rep: milliseconds of warm-up and repetition for ``triton.testing.do_bench``.
+        listener: called with each :class:`Selection` of this kernel.
+        dtypes: key on the dtypes of the tensor arguments too (like ``triton.autotune``).
+        model: a cost-model file to use (default: ``tunex-models/<name>.json`` beside the db).
+        seed: seed of the search strategy and model sampling.
+        remeasure: after the search, measure the configs within 3% of the best this many times
+            more (their runs are pooled), so one noisy timing does not pick the winner.
+
+    Raises:
+        ConfigError: a bad space, key, mode or hook name (at decoration time).
+    """
+    def decorate(fn: Any) -> Autotuned:
+        return Autotuned(
+            fn, configs=configs, space=space, key=key, bucket=bucket, mode=mode,
+            budget=budget, strategy=strategy, db=db, name=name, default=default,
+            reset_to_zero=reset_to_zero, restore_value=restore_value, pre_hook=pre_hook,
+            post_hook=post_hook, prune_configs_by=prune_configs_by, do_bench=do_bench,
+            bench=bench, warmup=warmup, rep=rep, listener=listener, dtypes=dtypes,
+            model=model, seed=seed, remeasure=remeasure)
+
+    return decorate
+
+
+# ``tunex.autotune`` is this module once imported (the import system binds submodules on their
+# package), and ``tunex.autotune(...)`` must still decorate: the module is callable, and the
+# function carries the module's API for code that got it from ``tunex.__getattr__`` first.
+class _CallableModule(types.ModuleType):
+    def __call__(self, *args: Any, **kwargs: Any) -> Callable[[Any], Autotuned]:
+        return autotune(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+for _name in ("add_listener", "remove_listener", "load_packs", "clear_packs", "loaded_packs",
+              "bucket", "Selection", "Autotuned", "MODES", "fingerprint"):
+    setattr(autotune, _name, globals()[_name])
+del _name
+
+# ``tunex.bucket.pow2`` reads as well as ``tunex.autotune.bucket.pow2`` once the decorator is in
+# use (``@tunex.autotune(key={"M": tunex.bucket.pow2})`` evaluates ``tunex.autotune`` first).
+setattr(sys.modules["tunex"], "bucket", bucket)  # noqa: B010

@@ -1,0 +1,85 @@
+"""Cost-model predictions for workloads nothing was tuned for.
+
+``Autotuned.train_model()`` fits a :class:`~tunex.cost_model.GBMRanker` on every trial of the
+kernel in the database (all shapes, all devices: problem sizes and target facts are features)
+and saves it with a small JSON description of its feature columns. At runtime, in ``never``
+mode, a workload with no database row and no pack gets the config the model ranks first.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tunex.errors import ConfigError, TunexError
+from tunex.space import Space
+from tunex.trial import Config, Workload
+
+__all__ = ["predict_best", "train"]
+
+_FORMAT = "tunex.autotune.model"
+_ENUMERATE = 20_000
+_SAMPLE = 4_096
+
+
+def _meta_path(path: Path) -> Path:
+    return path.with_name(path.name + ".meta.json")
+
+
+def train(db: Any, kernel: str, space: Space, path: Path) -> Path:
+    """Fit a ranker on ``kernel``'s history in ``db`` and save it to ``path`` (+ ``.meta.json``)."""
+    from tunex.cost_model import FeatureExtractor, GBMRanker
+
+    usable = []
+    for w, ms in db.history(kernel=kernel):
+        keep = [m for m in ms if all(n in m.config and m.config[n] in space.param(n)
+                                     for n in space.names)]
+        if keep:
+            usable.append((w, keep))
+    if not usable:
+        raise ConfigError(f"no trial of kernel {kernel!r} in {db!r} fits its space: tune some "
+                          "workloads first (mode='on_miss' or tunex search)")
+    fe = FeatureExtractor.for_workloads(space, [w for w, _ in usable])
+    X = np.vstack([fe.transform([m.config for m in ms], w) for w, ms in usable])
+    y = np.concatenate([[m.value for m in ms] for _, ms in usable])
+    g = np.concatenate([np.full(len(ms), i) for i, (_, ms) in enumerate(usable)])
+    model = GBMRanker(random_state=0).fit(X, y, g)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model.save(path)
+    meta = {"format": _FORMAT, "kernel": kernel, "problem_keys": list(fe.problem_keys),
+            "target_keys": list(fe.target_keys), "workloads": len(usable), "trials": len(y)}
+    _meta_path(path).write_text(json.dumps(meta, indent=1))
+    return path
+
+
+def predict_best(path: Path, space: Space, workload: Workload,
+                 seed: int | None = None) -> tuple[Config, str]:
+    """The config of ``space`` the model at ``path`` ranks first for ``workload``, and why."""
+    from tunex.cost_model import FeatureExtractor, GBMRanker
+
+    try:
+        meta = json.loads(_meta_path(path).read_text())
+        if meta.get("format") != _FORMAT:
+            raise ValueError("not a tunex autotune model description")
+        problem_keys = [str(k) for k in meta["problem_keys"]]
+        target_keys = [str(k) for k in meta["target_keys"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TunexError(f"cannot read {_meta_path(path)} ({exc}); retrain the model") from None
+    model = GBMRanker.load(path)
+    fe = FeatureExtractor(space, problem_keys, target_keys)
+    if space.size <= _ENUMERATE:
+        cands = list(space)
+    else:
+        cands = space.sample(_SAMPLE, rng=0 if seed is None else seed)
+    X = fe.transform(cands, workload)
+    if X.shape[1] != model.n_features_in_:
+        raise TunexError(f"the model has {model.n_features_in_} features, this space gives "
+                         f"{X.shape[1]}: the space changed; retrain the model")
+    scores = model.predict(X)
+    best = cands[int(np.argmax(scores))]
+    reason = (f"cost model {path.name} (trained on {meta.get('workloads', '?')} workloads) "
+              f"ranked {len(cands)} candidates")
+    return best, reason

@@ -1,0 +1,265 @@
+"""Process-wide state of the decorator: loaded packs, listeners, device fingerprints, databases."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tunex.db.packs import Pack, load_pack
+from tunex.errors import ConfigError, DatabaseError
+from tunex.trial import Config, Workload
+
+if TYPE_CHECKING:
+    from tunex.db import Database
+
+__all__ = [
+    "MODES",
+    "Selection",
+    "add_listener",
+    "clear_packs",
+    "fingerprint",
+    "load_packs",
+    "loaded_packs",
+    "remove_listener",
+]
+
+log = logging.getLogger("tunex.autotune")
+
+#: The runtime modes (see :func:`tunex.autotune.autotune`).
+MODES = ("never", "on_miss", "pinned")
+#: The sources a selection can come from.
+SOURCES = ("cache", "db", "pack", "model", "default", "tuned")
+
+_lock = threading.RLock()
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a decorated kernel picked for a new workload, from where and why.
+
+    Given to listeners (and logged on ``tunex.autotune``: at INFO, at DEBUG for ``"cache"``)
+    once per new key: never on the hot path of a known one.
+
+    Attributes:
+        kernel: the kernel's name.
+        workload: the workload (kernel, source hash, bucketed key, device fingerprint).
+        config: the config picked (tunex :class:`~tunex.trial.Config`: meta-parameters plus
+            ``num_warps``/``num_stages``).
+        source: ``"cache"`` (same bucket as an earlier call in this process), ``"db"``,
+            ``"pack"``, ``"model"`` (cost-model prediction), ``"default"``, or ``"tuned"``.
+        reason: one line, e.g. ``"tuned 40 trials in 12.3 s, 1.23x over default"`` or
+            ``"pack mylib-1.2 exact device"``.
+        mode: the mode in force (``"never"``, ``"on_miss"``, ``"pinned"``).
+        key: the call's key values before bucketing.
+        trials: trials measured by this selection (tuned only).
+        seconds: time spent resolving (tuning included).
+        speedup: best over the default config's runtime, when both were measured.
+        time_ms: the picked config's median runtime when known (db, pack, tuned).
+    """
+
+    kernel: str
+    workload: Workload
+    config: Config
+    source: str
+    reason: str
+    mode: str
+    key: Mapping[str, Any] = field(default_factory=dict)
+    trials: int = 0
+    seconds: float = 0.0
+    speedup: float | None = None
+    time_ms: float | None = None
+
+
+Listener = Callable[[Selection], None]
+_listeners: list[Listener] = []
+
+
+def add_listener(fn: Listener) -> Listener:
+    """Call ``fn(selection)`` each time any decorated kernel resolves a new key. Returns ``fn``,
+    so it can be used as a decorator. Exceptions in a listener are logged, never raised."""
+    with _lock:
+        _listeners.append(fn)
+    return fn
+
+
+def remove_listener(fn: Listener) -> None:
+    """Stop calling ``fn`` (no error if it was not added)."""
+    with _lock:
+        if fn in _listeners:
+            _listeners.remove(fn)
+
+
+def notify(selection: Selection, local: Listener | None) -> None:
+    key = ",".join(f"{k}={v}" for k, v in selection.workload.problem.items())
+    # a new shape in a known bucket is routine (dynamic shapes make many): not worth INFO
+    level = logging.DEBUG if selection.source == "cache" else logging.INFO
+    log.log(level, "%s[%s]: %s from %s (%s)", selection.kernel, key,
+             " ".join(f"{k}={v}" for k, v in selection.config.items()), selection.source,
+             selection.reason)
+    for fn in ([local] if local else []) + list(_listeners):
+        try:
+            fn(selection)
+        except Exception:  # a listener must never break a kernel launch
+            log.exception("autotune listener %r failed", fn)
+
+
+# -- packs -------------------------------------------------------------------------------------
+
+_packs: list[Pack] = []  # loaded with load_packs(), in order
+_env_packs: tuple[str, tuple[Pack, ...]] = ("", ())
+_kernels: weakref.WeakSet[Any] = weakref.WeakSet()  # live decorated kernels
+
+
+def register(kernel: Any) -> None:
+    _kernels.add(kernel)
+
+
+def _invalidate() -> None:
+    for k in list(_kernels):
+        k.clear_cache()
+
+
+def load_packs(*paths: str | os.PathLike[str]) -> list[Pack]:
+    """Load and verify config packs for runtime resolution; return them.
+
+    Packs are consulted after the database, in the order loaded (packs given here before those
+    of ``TUNEX_PACKS``). Every pack is verified whole before any is added: one bad pack raises
+    :class:`~tunex.errors.PackError` and none of ``paths`` is loaded. Decorated kernels forget
+    what they resolved so far, so the packs apply to the next call of every key.
+    """
+    loaded = [load_pack(p) for p in paths]
+    with _lock:
+        _packs.extend(loaded)
+        _invalidate()
+    return loaded
+
+
+def clear_packs() -> None:
+    """Forget the packs loaded with :func:`load_packs` (``TUNEX_PACKS`` is read again)."""
+    global _env_packs
+    with _lock:
+        _packs.clear()
+        _env_packs = ("", ())
+        _invalidate()
+
+
+def loaded_packs() -> list[Pack]:
+    """Packs in resolution order: :func:`load_packs` ones, then ``TUNEX_PACKS`` ones.
+
+    ``TUNEX_PACKS`` (paths separated by ``os.pathsep``) is read when it changes; a bad pack in
+    it raises :class:`~tunex.errors.PackError` at the first resolution that reads it.
+    """
+    global _env_packs
+    env = os.environ.get("TUNEX_PACKS", "")
+    with _lock:
+        if env != _env_packs[0]:
+            paths = [p for p in env.split(os.pathsep) if p]
+            _env_packs = (env, tuple(load_pack(p) for p in paths))
+        return _packs + list(_env_packs[1])
+
+
+# -- device ------------------------------------------------------------------------------------
+
+_fingerprints: dict[Any, dict[str, Any]] = {}
+
+
+def fingerprint(interpreted: bool = False) -> dict[str, Any]:
+    """The device fingerprint of a workload: device name, architecture, Triton version.
+
+    ``{"device": "NVIDIA H200", "arch": "sm_90", "triton": "3.6.0"}`` on a GPU (the current
+    CUDA device); ``{"device": "cpu", "arch": "interpreter", ...}`` under Triton's interpreter.
+    """
+    try:
+        import triton
+
+        version = str(triton.__version__)
+    except ImportError:  # pragma: no cover - the decorator needs triton anyway
+        version = "none"
+    index: Any = "interpreter"
+    if not interpreted:
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                index = torch.cuda.current_device()
+        except ImportError:  # pragma: no cover
+            pass
+    with _lock:
+        hit = _fingerprints.get(index)
+        if hit is not None:
+            return hit
+        if index == "interpreter":
+            fp = {"device": "cpu", "arch": "interpreter", "triton": version}
+        else:
+            import torch
+
+            props = torch.cuda.get_device_properties(index)
+            if getattr(torch.version, "hip", None):
+                arch = str(getattr(props, "gcnArchName", "gfx")).split(":")[0]
+            else:
+                arch = f"sm_{props.major}{props.minor}"
+            fp = {"device": str(props.name), "arch": arch, "triton": version}
+        _fingerprints[index] = fp
+        return fp
+
+
+def env_facts() -> dict[str, Any]:
+    """Toolchain facts stored with each tuned trial (packs' provenance reads ``cuda``)."""
+    out: dict[str, Any] = {}
+    try:
+        import torch
+
+        out["torch"] = str(torch.__version__)
+        if torch.version.cuda:
+            out["cuda"] = str(torch.version.cuda)
+    except ImportError:  # pragma: no cover
+        pass
+    return out
+
+
+# -- databases ---------------------------------------------------------------------------------
+
+_dbs: dict[str, Database] = {}
+
+
+def default_db_path() -> str:
+    """``TUNEX_DB`` if set, else ``~/.cache/tunex/tunex.db``."""
+    return os.environ.get("TUNEX_DB") or str(Path("~/.cache/tunex/tunex.db").expanduser())
+
+
+def open_db(spec: Any, *, create: bool) -> Database | None:
+    """The database of ``spec`` (a Database, a path or URL, or None for the default), opened
+    once per process; None when it is a file that does not exist and ``create`` is false."""
+    from tunex.db import Database
+
+    if isinstance(spec, Database):
+        return spec
+    where = os.fspath(spec) if spec is not None else default_db_path()
+    with _lock:
+        db = _dbs.get(where)
+        if db is not None:
+            return db
+        if "://" not in where and not create and not Path(where).expanduser().exists():
+            return None
+        db = Database(where, create=True)
+        _dbs[where] = db
+        return db
+
+
+def resolve_mode(mode: str) -> str:
+    """``TUNEX_MODE`` when set (it overrides the decorator's mode), else ``mode``."""
+    chosen = os.environ.get("TUNEX_MODE") or mode
+    if chosen not in MODES:
+        where = "TUNEX_MODE" if os.environ.get("TUNEX_MODE") else "mode"
+        raise ConfigError(f"unknown autotune {where} {chosen!r}: use one of {', '.join(MODES)}")
+    return chosen
+
+
+def db_error(exc: DatabaseError) -> None:
+    log.warning("tuning database unusable, resolving without it: %s", exc)

@@ -1,0 +1,593 @@
+"""Config packs: the best config per workload, shipped as a verified JSON document.
+
+A library tunes its kernels once, exports a pack, and ships it; its users load it at runtime
+(``tunex.autotune.load_packs(path)`` or ``TUNEX_PACKS=path1:path2``) or import it into their own
+database (``tunex pack import``). A pack is data only: loading one parses JSON and checks every
+field's type; nothing in it is ever executed (no pickle, no eval).
+
+The document::
+
+    {
+      "format": "tunex.pack",            # what this file is
+      "schema": 1,                       # PACK_SCHEMA; a newer one is refused
+      "name": "mylib", "version": "1.2",
+      "created_at": "2026-11-30T12:00:00Z",
+      "provenance": {"tunex": "0.1.0", "triton": ["3.6.0"], "cuda": ["13.0"],
+                     "devices": [{"device": "NVIDIA H200", "arch": "sm_90"}]},
+      "entries": [
+        {"kernel": "matmul", "kernel_hash": "9f3c...", "problem": {"M": 1024, ...},
+         "target": {"device": "NVIDIA H200", "arch": "sm_90", "triton": "3.6.0"},
+         "config": {"BLOCK_M": 128, ..., "num_warps": 8},
+         "stats": {"median_ms": 0.0131, "spread": 0.012, "repeats": 100, "min_ms": ...,
+                   "q1_ms": ..., "q3_ms": ..., "max_ms": ...},
+         "trials": 40, "measured_at": 1764500000.0}
+      ],
+      "checksum": "sha256:<hex>"         # over the canonical JSON of everything else
+    }
+
+Resolution (:meth:`Pack.resolve`, :func:`resolve`) picks, for a workload, the entry of the same
+kernel (and the same source hash) in this order:
+
+1. exact bucket on the exact device (same device name and architecture),
+2. exact bucket on the same architecture (e.g. tuned on an H100, running on an H200: sm_90),
+3. the nearest bucket: among entries whose problem has the same keys and the same non-numeric
+   values (dtypes, flags), the smallest sum over numeric entries of ``|log2(a) - log2(b)|``
+   (M=2048 is at distance 1 from M=1024, M=4096 at distance 2); at equal distance the exact
+   device before the same architecture.
+
+Entries for another architecture are never used. Among equals, the same Triton version wins,
+then the pack loaded first, then the entry first in its pack.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import json
+import math
+import os
+import statistics
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunex.errors import PackError
+from tunex.trial import Config, Measurement, Status, Workload, canonical_json
+
+__all__ = [
+    "PACK_FORMAT",
+    "PACK_SCHEMA",
+    "Pack",
+    "PackEntry",
+    "PackMatch",
+    "export_pack",
+    "import_pack",
+    "load_pack",
+    "resolve",
+    "target_arch",
+    "target_device",
+]
+
+#: The ``format`` field of every pack.
+PACK_FORMAT = "tunex.pack"
+#: The pack schema this tunex writes and the newest one it reads.
+PACK_SCHEMA = 1
+
+_TOP_KEYS = frozenset(
+    {"format", "schema", "name", "version", "created_at", "provenance", "entries", "checksum"}
+)
+_ENTRY_KEYS = frozenset(
+    {"kernel", "kernel_hash", "problem", "target", "config", "stats", "trials", "measured_at"}
+)
+_STATS_KEYS = ("median_ms", "spread", "repeats", "min_ms", "q1_ms", "q3_ms", "max_ms")
+_MAX_BYTES = 64 * 1024 * 1024
+
+
+# -- target facts ------------------------------------------------------------------------------
+
+
+def target_device(target: Mapping[str, Any]) -> str | None:
+    """The device name of a target fingerprint (``"NVIDIA H200"``), None when it has none."""
+    for k in ("device", "device_name", "gpu", "name"):
+        v = target.get(k)
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def target_arch(target: Mapping[str, Any]) -> str | None:
+    """The architecture of a target fingerprint, normalised (``"sm_90"``), None when unknown.
+
+    Reads ``arch`` (``"sm_90"``, ``"90"``) or a compute capability (``"9.0"``, ``[9, 0]``,
+    ``90``) under ``capability``, ``compute_capability`` or ``cc``.
+    """
+    for k in ("arch", "capability", "compute_capability", "cc"):
+        v = target.get(k)
+        if v is None or isinstance(v, bool):
+            continue
+        if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) for x in v):
+            return f"sm_{v[0]}{v[1]}"
+        if isinstance(v, int):
+            return f"sm_{v}"
+        if isinstance(v, str) and v:
+            s = v.strip().lower()
+            if s.startswith("sm_") or s.startswith("gfx") or not s[:1].isdigit():
+                return s
+            if "." in s:
+                major, _, minor = s.partition(".")
+                return f"sm_{major}{minor}"
+            return f"sm_{s}"
+    return None
+
+
+def _toolchain(target: Mapping[str, Any]) -> Any:
+    return target.get("triton")
+
+
+# -- values ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PackEntry:
+    """The best config of one workload, with the statistics of its measurement.
+
+    Attributes:
+        workload: kernel (name and source hash), bucketed problem key and target fingerprint.
+        config: the best config found.
+        median_ms, spread, repeats: median runtime, relative interquartile range, number of
+            timed repeats.
+        min_ms, q1_ms, q3_ms, max_ms: the rest of the five-number summary of the repeats.
+        trials: how many trials the workload had when the pack was made.
+        measured_at: when the best measurement ended (seconds since the epoch).
+    """
+
+    workload: Workload
+    config: Config
+    median_ms: float
+    spread: float
+    repeats: int
+    min_ms: float
+    q1_ms: float
+    q3_ms: float
+    max_ms: float
+    trials: int
+    measured_at: float
+
+    @classmethod
+    def from_measurement(cls, workload: Workload, m: Measurement, trials: int) -> PackEntry:
+        times = sorted(m.times_ms)
+        if len(times) >= 2:
+            q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+        else:
+            q1 = q3 = times[0]
+        return cls(workload, m.config, m.value, m.spread, len(times), times[0], q1, q3,
+                   times[-1], trials, float(m.ended_at))
+
+    def measurement(self, pack: str = "") -> Measurement:
+        """The entry as a measurement whose median and spread are the entry's.
+
+        Its runtimes are the five-number summary (min, q1, median, q3, max), or the median
+        alone for a single repeat; ``facts`` say which pack it came from and the real number
+        of repeats.
+        """
+        times = ((self.median_ms,) if self.repeats <= 1 else
+                 (self.min_ms, self.q1_ms, self.median_ms, self.q3_ms, self.max_ms))
+        facts: dict[str, Any] = {"repeats": self.repeats, "trials": self.trials}
+        if pack:
+            facts["pack"] = pack
+        return Measurement(self.config, Status.OK, times, facts=facts,
+                           started_at=self.measured_at, ended_at=self.measured_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "kernel": w.kernel, "kernel_hash": w.kernel_hash, "problem": dict(w.problem),
+            "target": dict(w.target), "config": self.config.to_dict(),
+            "stats": {"median_ms": self.median_ms, "spread": self.spread,
+                      "repeats": self.repeats, "min_ms": self.min_ms, "q1_ms": self.q1_ms,
+                      "q3_ms": self.q3_ms, "max_ms": self.max_ms},
+            "trials": self.trials, "measured_at": self.measured_at,
+        }
+
+
+@dataclass(frozen=True)
+class PackMatch:
+    """What :func:`resolve` found for a workload.
+
+    Attributes:
+        pack: the pack holding the entry.
+        entry: the entry picked.
+        tier: ``"exact"`` (exact device, exact bucket), ``"arch"`` (same architecture, exact
+            bucket), or ``"nearest"`` (nearest bucket).
+        distance: log2 distance between the problems (0 for an exact bucket).
+        reason: one line saying why, e.g. ``"pack mylib-1.2 exact device"``.
+    """
+
+    pack: Pack
+    entry: PackEntry
+    tier: str
+    distance: float
+    reason: str
+
+    @property
+    def config(self) -> Config:
+        return self.entry.config
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A verified config pack (see the module docs for its document and resolution order).
+
+    Build one with :func:`export_pack`, read one with :func:`load_pack`.
+    """
+
+    name: str
+    version: str
+    entries: tuple[PackEntry, ...]
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    created_at: str = ""
+    checksum: str = ""
+    source: str | None = None  # the file it was read from
+
+    @property
+    def label(self) -> str:
+        """``name-version``, as shown in logs."""
+        return f"{self.name}-{self.version}"
+
+    def kernels(self) -> dict[str, set[str]]:
+        """Kernel name -> the source hashes the pack holds configs for."""
+        out: dict[str, set[str]] = {}
+        for e in self.entries:
+            out.setdefault(e.workload.kernel, set()).add(e.workload.kernel_hash)
+        return out
+
+    def content(self) -> dict[str, Any]:
+        """The document without its checksum: what the checksum covers."""
+        return {
+            "format": PACK_FORMAT, "schema": PACK_SCHEMA, "name": self.name,
+            "version": self.version, "created_at": self.created_at,
+            "provenance": _plain(self.provenance),
+            "entries": [e.to_dict() for e in self.entries],
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        content = self.content()
+        return {**content, "checksum": _checksum(content)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n"
+
+    def write(self, path: str | os.PathLike[str]) -> Pack:
+        """Write the pack to ``path`` atomically; return it with its checksum set."""
+        text = self.to_json()
+        target = Path(os.fspath(path))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise PackError(f"cannot write pack {target} ({exc}): check the path and its "
+                            "permissions") from exc
+        return Pack(self.name, self.version, self.entries, self.provenance, self.created_at,
+                    _checksum(self.content()), str(target))
+
+    def resolve(self, workload: Workload) -> PackMatch | None:
+        """This pack's best entry for ``workload`` (see the module docs), or None."""
+        return resolve([self], workload)
+
+
+# -- resolution --------------------------------------------------------------------------------
+
+
+def _problem_distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """Sum of |log2 x - log2 y| over numeric entries; inf when the problems are not comparable
+    (other keys, or a non-numeric value that differs)."""
+    if a.keys() != b.keys():
+        return math.inf
+    d = 0.0
+    for k, x in a.items():
+        y = b[k]
+        if x == y and type(x) is type(y):
+            continue
+        numeric = (isinstance(x, (int, float)) and isinstance(y, (int, float))
+                   and not isinstance(x, bool) and not isinstance(y, bool))
+        if numeric and x > 0 and y > 0:
+            d += abs(math.log2(x) - math.log2(y))
+            continue
+        return math.inf
+    return d
+
+
+def resolve(packs: Sequence[Pack], workload: Workload) -> PackMatch | None:
+    """The best entry over ``packs`` for ``workload``, or None (see the module docs)."""
+    want_dev, want_arch = target_device(workload.target), target_arch(workload.target)
+    best: tuple[tuple[Any, ...], PackMatch] | None = None
+    for pi, pack in enumerate(packs):
+        for ei, e in enumerate(pack.entries):
+            w = e.workload
+            if w.kernel != workload.kernel:
+                continue
+            if workload.kernel_hash and w.kernel_hash and w.kernel_hash != workload.kernel_hash:
+                continue
+            if want_arch is None and want_dev is None:
+                if dict(w.target) != dict(workload.target):
+                    continue
+                dev_tier = 0
+            else:
+                arch = target_arch(w.target)
+                if arch != want_arch:
+                    continue
+                dev_tier = 0 if target_device(w.target) == want_dev else 1
+            dist = _problem_distance(w.problem, workload.problem)
+            if math.isinf(dist):
+                continue
+            toolchain = 0 if _toolchain(w.target) == _toolchain(workload.target) else 1
+            rank = (dist > 0, dev_tier if dist == 0 else 0, dist, dev_tier, toolchain, pi, ei)
+            if best is not None and rank >= best[0]:
+                continue
+            if dist == 0:
+                tier = "exact" if dev_tier == 0 else "arch"
+            else:
+                tier = "nearest"
+            where = ("exact device" if dev_tier == 0 else
+                     f"same arch {target_arch(w.target)} (tuned on {target_device(w.target)})")
+            if tier == "nearest":
+                near = ",".join(f"{k}={v}" for k, v in w.problem.items()
+                                if workload.problem.get(k) != v)
+                reason = (f"pack {pack.label} nearest bucket {near} (log2 distance "
+                          f"{dist:.3g}), {where}")
+            else:
+                reason = f"pack {pack.label} {where}"
+            if toolchain:
+                reason += f", Triton {_toolchain(w.target)}"
+            best = (rank, PackMatch(pack, e, tier, dist, reason))
+    return None if best is None else best[1]
+
+
+# -- reading and verifying ---------------------------------------------------------------------
+
+
+def _checksum(content: Mapping[str, Any]) -> str:
+    return "sha256:" + hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(canonical_json(value))
+
+
+def _scalar(v: Any) -> bool:
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return v is None or isinstance(v, (str, int, bool))
+
+
+def _check_map(where: str, value: Any, *, lists: bool = False) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} is not an object")
+    for k, v in value.items():
+        ok = _scalar(v) or (lists and isinstance(v, list) and all(_scalar(x) for x in v))
+        if not ok:
+            raise ValueError(f"{where}.{k} is not a plain value ({type(v).__name__})")
+    return value
+
+
+def _number(where: str, v: Any, *, integer: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+            integer and not isinstance(v, int)):
+        raise ValueError(f"{where} is not {'an integer' if integer else 'a number'}")
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{where} is not a finite non-negative number")
+    return v
+
+
+def _string(where: str, v: Any, *, empty: bool = False) -> str:
+    if not isinstance(v, str) or (not v and not empty):
+        raise ValueError(f"{where} is not a {'' if empty else 'non-empty '}string")
+    return v
+
+
+def _entry(i: int, raw: Any) -> PackEntry:
+    where = f"entries[{i}]"
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} is not an object")
+    missing = _ENTRY_KEYS - raw.keys()
+    if missing:
+        raise ValueError(f"{where} lacks {sorted(missing)}")
+    extra = raw.keys() - _ENTRY_KEYS
+    if extra:
+        raise ValueError(f"{where} has unknown fields {sorted(extra)}")
+    stats = raw["stats"]
+    if not isinstance(stats, dict) or set(stats) != set(_STATS_KEYS):
+        raise ValueError(f"{where}.stats must hold exactly {list(_STATS_KEYS)}")
+    s = {k: _number(f"{where}.stats.{k}", stats[k], integer=k == "repeats") for k in _STATS_KEYS}
+    if s["repeats"] < 1:
+        raise ValueError(f"{where}.stats.repeats is below 1")
+    config = _check_map(f"{where}.config", raw["config"], lists=True)
+    if not config:
+        raise ValueError(f"{where}.config is empty")
+    workload = Workload(
+        _string(f"{where}.kernel", raw["kernel"]),
+        _string(f"{where}.kernel_hash", raw["kernel_hash"], empty=True),
+        _check_map(f"{where}.problem", raw["problem"]),
+        _check_map(f"{where}.target", raw["target"]),
+    )
+    return PackEntry(
+        workload, Config(config), float(s["median_ms"]), float(s["spread"]),
+        int(s["repeats"]), float(s["min_ms"]), float(s["q1_ms"]), float(s["q3_ms"]),
+        float(s["max_ms"]), int(_number(f"{where}.trials", raw["trials"], integer=True)),
+        float(_number(f"{where}.measured_at", raw["measured_at"])),
+    )
+
+
+def pack_from_dict(doc: Any, source: str = "<pack>",
+                   kernel_hashes: Mapping[str, str] | None = None) -> Pack:
+    """Verify a parsed pack document and build the :class:`Pack` (see :func:`load_pack`)."""
+    def refuse(why: str, todo: str) -> PackError:
+        return PackError(f"config pack {source} {why}; nothing of it was loaded: {todo}")
+
+    if not isinstance(doc, dict) or doc.get("format") != PACK_FORMAT:
+        raise refuse(f"is not a tunex config pack (no \"format\": \"{PACK_FORMAT}\")",
+                     "pass a file written by `tunex pack export`")
+    schema = doc.get("schema")
+    if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
+        raise refuse(f"has no valid schema version ({schema!r})",
+                     "get a fresh copy from its publisher or re-export it")
+    if schema > PACK_SCHEMA:
+        raise refuse(f"was written by a newer tunex (pack schema {schema}, this tunex reads "
+                     f"up to {PACK_SCHEMA})", "upgrade tunex (pip install -U tunex)")
+    checksum = doc.get("checksum")
+    content = {k: v for k, v in doc.items() if k != "checksum"}
+    if not isinstance(checksum, str) or checksum != _checksum(content):
+        raise refuse("fails its checksum: it was modified or damaged after export",
+                     "get a fresh copy from its publisher or re-export it with "
+                     "`tunex pack export`; never edit a pack by hand")
+    try:
+        extra = doc.keys() - _TOP_KEYS
+        if extra:
+            raise ValueError(f"unknown top-level fields {sorted(extra)}")
+        name = _string("name", doc.get("name"))
+        version = _string("version", doc.get("version"))
+        created = _string("created_at", doc.get("created_at"), empty=True)
+        provenance = doc.get("provenance")
+        if not isinstance(provenance, dict):
+            raise ValueError("provenance is not an object")
+        raw_entries = doc.get("entries")
+        if not isinstance(raw_entries, list):
+            raise ValueError("entries is not a list")
+        entries = tuple(_entry(i, e) for i, e in enumerate(raw_entries))
+        seen: set[Workload] = set()
+        for e in entries:
+            if e.workload in seen:
+                raise ValueError(f"workload {e.workload.key} appears twice")
+            seen.add(e.workload)
+    except (ValueError, TypeError) as exc:
+        raise refuse(f"is malformed ({exc})",
+                     "get a fresh copy from its publisher or re-export it") from None
+    pack = Pack(name, version, entries, provenance, created, checksum, source)
+    if kernel_hashes:
+        _check_kernels(pack, kernel_hashes)
+    return pack
+
+
+def _check_kernels(pack: Pack, kernel_hashes: Mapping[str, str]) -> None:
+    held = pack.kernels()
+    for kernel, want in kernel_hashes.items():
+        hashes = held.get(kernel)
+        if hashes and want and want not in hashes:
+            raise PackError(
+                f"config pack {pack.source or pack.label} is incompatible: it holds configs for "
+                f"kernel {kernel!r} with source hash {sorted(hashes)}, but this kernel's source "
+                f"hash is {want!r} (the kernel changed since the pack was made); nothing of it "
+                "was loaded: re-tune the kernel and export a new pack"
+            )
+
+
+def load_pack(path: str | os.PathLike[str],
+              kernel_hashes: Mapping[str, str] | None = None) -> Pack:
+    """Read and verify a pack; raise :class:`~tunex.errors.PackError` if it is unusable.
+
+    Refused, with a message saying what to do: a file that cannot be read or is not JSON, a
+    document that is not a tunex pack, one written by a newer tunex (newer schema), one whose
+    checksum does not match its content (tampered with or damaged), one with a missing or
+    ill-typed field, and, when ``kernel_hashes`` (kernel name -> source hash) is given, one
+    whose configs for such a kernel were made for another version of its source.
+
+    The file is parsed as JSON and its values checked; nothing in it is executed.
+    """
+    name = os.fspath(path)
+    try:
+        p = Path(name)
+        if p.stat().st_size > _MAX_BYTES:
+            raise PackError(f"config pack {name} is over {_MAX_BYTES >> 20} MiB; nothing of it "
+                            "was loaded: is it really a pack?")
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PackError(f"cannot read config pack {name} ({exc}): check the path") from exc
+    try:
+        doc = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise PackError(f"config pack {name} is not valid JSON ({exc}); nothing of it was "
+                        "loaded: get a fresh copy from its publisher or re-export it") from None
+    return pack_from_dict(doc, name, kernel_hashes)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in a pack")
+
+
+# -- export and import -------------------------------------------------------------------------
+
+
+def _provenance(entries: Sequence[PackEntry], facts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    from tunex import __version__
+
+    tritons = sorted({str(t) for e in entries
+                      if (t := _toolchain(e.workload.target)) is not None})
+    cudas = sorted({str(f["cuda"]) for f in facts if f.get("cuda")}
+                   | {str(e.workload.target["cuda"]) for e in entries
+                      if e.workload.target.get("cuda")})
+    devices = []
+    seen = set()
+    for e in entries:
+        d = (target_device(e.workload.target), target_arch(e.workload.target))
+        if d not in seen:
+            seen.add(d)
+            devices.append({"device": d[0], "arch": d[1]})
+    return {"tunex": __version__, "triton": tritons, "cuda": cudas, "devices": devices}
+
+
+def export_pack(db: Any, path: str | os.PathLike[str], *, kernel: str | None = None,
+                name: str, version: str) -> Pack:
+    """Write the best config of every workload in ``db`` (of ``kernel`` when given) to a pack.
+
+    Args:
+        db: a :class:`~tunex.db.Database`.
+        path: the pack file to write (atomically).
+        kernel: only this kernel's workloads.
+        name, version: the pack's name and version (e.g. your library's).
+
+    Returns the pack written. Raises :class:`~tunex.errors.PackError` when there is nothing to
+    export (no successful trial) or the file cannot be written.
+    """
+    if not name or not version:
+        raise PackError("a pack needs a name and a version (e.g. name='mylib', version='1.2')")
+    best = db.best_per_workload(kernel)
+    if not best:
+        what = f"kernel {kernel!r}" if kernel else "any kernel"
+        raise PackError(f"{db!r} holds no successful trial of {what}: nothing to export; "
+                        "tune first (tunex search, or @tunex.autotune with mode='on_miss')")
+    entries = tuple(PackEntry.from_measurement(w, m, db.count(w)) for w, m in best)
+    now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    pack = Pack(str(name), str(version), entries, _provenance(entries, [m.facts for _, m in best]),
+                now.isoformat().replace("+00:00", "Z"))
+    return pack.write(path)
+
+
+def import_pack(db: Any, path: str | os.PathLike[str],
+                kernel_hashes: Mapping[str, str] | None = None) -> int:
+    """Verify a pack and add its entries to ``db`` as trials; return how many were new.
+
+    All or nothing: the pack is verified whole first (see :func:`load_pack`), then written in
+    one transaction. Each entry becomes an ok trial of its workload with strategy
+    ``"pack:NAME-VERSION"`` whose median and spread are the entry's; importing the same pack
+    twice adds nothing the second time.
+    """
+    pack = load_pack(path, kernel_hashes)
+    label = pack.label
+    records = []
+    for e in pack.entries:
+        m = e.measurement(label)
+        records.append({
+            "workload_spec": e.workload.to_dict(), "config": m.config.to_dict(),
+            "status": m.status.value, "times_ms": list(m.times_ms), "facts": dict(m.facts),
+            "strategy": f"pack:{label}", "started_at": m.started_at, "ended_at": m.ended_at,
+            "compile_ms": None, "worker": None, "error": None,
+        })
+    if not records:
+        return 0
+    return int(db.import_trials(io.StringIO(json.dumps(records))))
