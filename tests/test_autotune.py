@@ -646,3 +646,13 @@ def test_close_leaders_are_remeasured(db_path: Path) -> None:
     assert sorted(seen) == [32, 32, 64, 64, 128] and k.last.config["BLOCK"] == 64
     with Database(db_path) as d:
         assert [t.strategy for t in d.trials(d.workloads()[0])][-2:] == ["autotune:remeasure"] * 2
+
+
+def test_warmup_compiles_every_config(db_path: Path, monkeypatch) -> None:
+    k, _ = make_add(db_path)
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(k.fn, "warmup", lambda *a, grid, **kw: seen.append(kw))
+    x, y, out = data(64)
+    assert len(k.warmup(x, y, out, 64, grid=(1,))) == 3
+    assert [kw["BLOCK"] for kw in seen] == [32, 64, 128]
+    assert k.last is None  # nothing was resolved or launched

@@ -244,9 +244,24 @@ class Autotuned(TuningMixin):
     def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         """Launch like ``triton.JITFunction.run`` (``kernel[grid](...)`` calls this path)."""
         if warmup:
-            raise ConfigError(f"{self.name}: warmup launches are not supported by "
-                              "@tunex.autotune; call the kernel instead")
+            return self.warmup(*args, grid=grid, **kwargs)
         return self._launch(grid, *args, **kwargs)
+
+    def warmup(self, *args: Any, grid: Any, **kwargs: Any) -> list[Any]:
+        """Compile every config of the space for these arguments without launching (as
+        ``triton.autotune``'s ``warmup``); spaces of more than 1024 points are refused."""
+        if self.space.problem and not self.space.is_bound:
+            space = self._space_for(self.workload(self._bind(args, kwargs))[0])
+        else:
+            space = self.space
+        if space.size > 1024:
+            raise ConfigError(f"{self.name}: warmup would compile {space.size} configs; tune "
+                              "(mode='on_miss' or tunex search) instead")
+        out = []
+        for config in space:
+            kw = self.launch_kwargs(config)
+            out.append(self.fn.warmup(*args, grid=grid, **kwargs, **kw))
+        return out
 
     def _miss_launch(self, grid: Any, *args: Any, **kwargs: Any) -> Any:
         return self._miss(grid, args, kwargs)
