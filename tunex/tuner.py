@@ -140,10 +140,10 @@ class Tuner:
         prior = self.db.measurements(self.workload)
         for m in prior:
             done[m.config] = m
-        if self.transfer and hasattr(self.strategy, "warm_start"):
+        if self.transfer:
             others = self.db.history(kernel=self.workload.kernel, exclude=self.workload)
             if others:
-                self.strategy.warm_start(others, current=self.workload)  # type: ignore[call-arg]
+                self.strategy.warm_start(others, current=self.workload)
                 log.info("warm start from %d other workloads", len(others))
         if prior:
             self.strategy.tell(prior)
@@ -247,8 +247,13 @@ class _Progress:
         self.p = None
         if not enabled:
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-        from rich.progress import TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.p = Progress(TextColumn("[bold]tuning"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("best {task.fields[best]}"), TimeElapsedColumn(),

@@ -159,7 +159,8 @@ def test_json_round_trip_and_t1(tmp_path):
     s2 = Space.from_dict(json.loads(json.dumps(s.bind(cap=128).to_dict())))
     assert set(s2) == set(s.bind(cap=128))
     t1 = {"ConfigurationSpace": {
-        "TuningParameters": [{"Name": "bx", "Type": "int", "Values": "[32 * i for i in range(1, 5)]"},
+        "TuningParameters": [{"Name": "bx", "Type": "int",
+                              "Values": "[32 * i for i in range(1, 5)]"},
                              {"Name": "fixed", "Type": "int", "Values": "[15]"},
                              {"Name": "t", "Type": "int", "Values": [1, 2]}],
         "Conditions": [{"Expression": "bx * t <= 4 * fixed", "Parameters": ["bx", "t"]}]}}

@@ -58,7 +58,7 @@ class FeatureExtractor:
         col = 0
         for p in space.params:
             numeric = p.width == 1 and all(
-                isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
                 for v in p.values)
             if numeric and len(p.values) > 1:
                 self._logcols.append(col)
@@ -67,7 +67,8 @@ class FeatureExtractor:
 
     @classmethod
     def for_workloads(cls, space: Space, workloads: Sequence[Workload],
-                      fact_keys: Sequence[str] = ()) -> FeatureExtractor:
+                      fact_keys: Sequence[str] = (), interactions: bool = True
+                      ) -> FeatureExtractor:
         """Include every problem size and target fact that is numeric in all ``workloads``."""
         def numeric_keys(maps: list[Mapping[str, Any]]) -> list[str]:
             if not maps:
@@ -77,7 +78,7 @@ class FeatureExtractor:
                 keys &= set(m)
             return sorted(k for k in keys if all(_num(m[k]) is not None for m in maps))
         return cls(space, numeric_keys([w.problem for w in workloads]),
-                   numeric_keys([w.target for w in workloads]), fact_keys)
+                   numeric_keys([w.target for w in workloads]), fact_keys, interactions)
 
     def _derived(self, X: np.ndarray) -> tuple[np.ndarray, list[str]]:
         if not self.interactions or not self._logcols:

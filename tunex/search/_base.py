@@ -71,10 +71,13 @@ class SearchStrategy(abc.ABC):
             self.history[m.config] = m
         self._tell(measurements)
 
-    def warm_start(self, others: Sequence[tuple[Workload, Sequence[Measurement]]]) -> None:
+    def warm_start(self, others: Sequence[tuple[Workload, Sequence[Measurement]]],  # noqa: B027
+                   current: Workload | None = None) -> None:
         """Offer trials of *other* workloads (other shapes, other devices) before the search.
 
-        Strategies that can transfer knowledge use them; the default ignores them.
+        ``current`` is the workload being searched (its problem sizes and target facts are what
+        a model relates the others to). Strategies that can transfer knowledge use them; the
+        default ignores them.
         """
 
     @abc.abstractmethod

@@ -36,6 +36,7 @@ class ModelSearch(SearchStrategy):
         refit_every: refit once this share of the history is new (at least one trial).
         enumerate_limit: spaces up to this many valid points are scored whole.
         pool: candidates per round for larger spaces.
+        interactions: give the model log2 pairwise products of numeric parameters.
         model: options for :class:`GBMRanker`.
     """
 
@@ -43,9 +44,10 @@ class ModelSearch(SearchStrategy):
 
     def __init__(self, space: Space, *, seed: int | None = None, variant: str = "",
                  n_init: int = 10, explore: float = 0.05, refit_every: float = 0.02,
-                 enumerate_limit: int = 250_000, pool: int = 2048,
+                 enumerate_limit: int = 250_000, pool: int = 2048, interactions: bool = True,
                  model: dict[str, Any] | None = None) -> None:
         super().__init__(space, seed=seed)
+        self.interactions = interactions
         self.n_init = n_init
         self.explore = explore
         self.refit_every = refit_every
@@ -53,7 +55,7 @@ class ModelSearch(SearchStrategy):
         self.model_options = dict(model or {})
         if variant:
             self.model_options.setdefault("objective", variant)
-        self.features = FeatureExtractor(space)
+        self.features = FeatureExtractor(space, interactions=interactions)
         self.workload: Workload | None = None
         self._other: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._cands: list[Config] | None = None
@@ -81,7 +83,8 @@ class ModelSearch(SearchStrategy):
             return
         self.workload = current
         self.features = FeatureExtractor.for_workloads(
-            self.space, [w for w, _ in usable] + ([current] if current else []))
+            self.space, [w for w, _ in usable] + ([current] if current else []),
+            interactions=self.interactions)
         X, y, g = [], [], []
         for gi, (w, ms) in enumerate(usable):
             keep = [m for m in ms if all(m.config.get(n) in self.space.param(n)
@@ -108,7 +111,8 @@ class ModelSearch(SearchStrategy):
 
     def _fit(self) -> None:
         told = list(self.history.values())
-        X = np.vstack([self._row(m.config) for m in told]) if told else None
+        X = np.vstack([self._row(m.config) for m in told]) if told else np.empty(
+            (0, len(self.features.feature_names)))
         y = np.array([m.value for m in told])
         g = np.zeros(len(told), dtype=np.int64)
         if self._other is not None:
@@ -116,15 +120,15 @@ class ModelSearch(SearchStrategy):
             keep = max(0.1, 1.0 - len(told) / 200.0)  # own trials take over as they grow
             n = int(len(oy) * keep)
             sel = self.rng.choice(len(oy), size=n, replace=False) if n < len(oy) else slice(None)
-            X = oX[sel] if X is None else np.vstack([X, oX[sel]])
+            X = np.vstack([X, oX[sel]])
             y = np.concatenate([y, oy[sel]])
             g = np.concatenate([g, og[sel]])
         self._fits += 1
         model = GBMRanker(random_state=int(self.rng.integers(2**31)), **self.model_options)
         model.fit(X, y, g)
         cands = self._candidates()
-        CX = self._cand_X if cands is self._cands else self.features.transform(
-            cands, self.workload)
+        CX = self._cand_X if cands is self._cands and self._cand_X is not None else (
+            self.features.transform(cands, self.workload))
         scores = model.predict(CX) + self.rng.uniform(0, 1e-9, len(cands))
         self._order = [cands[i] for i in np.argsort(-scores)]
         self._pos = 0

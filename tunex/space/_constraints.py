@@ -45,21 +45,23 @@ class Constraint:
     Evaluating a rule that raises (e.g. a division by zero) counts as a violation.
     """
 
-    def __init__(self, rule: Callable[..., Any] | str, names: tuple[str, ...] | None = None,
-                 description: str | None = None) -> None:
+    def __init__(self, rule: Constraint | Callable[..., Any] | str,
+                 names: tuple[str, ...] | None = None, description: str | None = None) -> None:
         if isinstance(rule, Constraint):
-            rule, names, description = rule.rule, rule.names, rule.description
-        self.rule = rule
+            names, description = tuple(rule.names), rule.description
+            rule = rule.rule
+        self.rule: Callable[..., Any] | str = rule
+        self.description: str
         if isinstance(rule, str):
             self.description = description or rule
             tree = self._parse(rule)
             found = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
                            - set(_FUNCTIONS))
             self._code = compile(tree, "<constraint>", "eval")
-            self.names = tuple(names if names is not None else found)
+            self.names: tuple[str, ...] = tuple(names if names is not None else found)
             self._fn: Callable[[Mapping[str, Any]], Any] = self._eval_expr
         elif callable(rule):
-            self.description = description or getattr(rule, "__name__", repr(rule))
+            self.description = description or str(getattr(rule, "__name__", repr(rule)))
             if names is None:
                 sig = inspect.signature(rule)
                 bad = [p.name for p in sig.parameters.values()

@@ -141,9 +141,10 @@ class Permutation(Param):
                  ) -> None:
         self.items = tuple(items)
         if len(self.items) > 8:
+            n = len(self.items)
             raise SpaceError(
-                f"parameter {name!r}: {len(self.items)} items give {math.factorial(len(self.items))}"
-                " orders; split it into several permutations of at most 8 items"
+                f"parameter {name!r}: {n} items give {math.factorial(n)} orders; split it into "
+                "several permutations of at most 8 items"
             )
         super().__init__(name, itertools.permutations(self.items),
                          default=None if default is None else tuple(default))

@@ -41,7 +41,7 @@ def _coerce(v: str) -> Any:
 
 
 def make_target(spec: str, **options: Any) -> Target:
-    """Create a target from ``NAME[:ARG][?key=value&...]`` (e.g. ``replay:data.json.gz?noisy=1``)."""
+    """Create a target from ``NAME[:ARG][?key=value&...]``, e.g. ``replay:data.json.gz?noisy=1``."""
     head, _, query = spec.partition("?")
     name, _, arg = head.partition(":")
     path = _REGISTRY.get(name)

@@ -59,7 +59,7 @@ class Target(abc.ABC):
         """Numeric facts about the target that the cost model may use (e.g. SM count)."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release devices and worker processes. Targets are context managers too."""
 
     def __enter__(self) -> Target:

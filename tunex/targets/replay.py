@@ -48,7 +48,7 @@ def load_recorded(path: str | Path) -> dict[str, Any]:
             raw = gzip.decompress(raw)
         doc = json.loads(raw)
         for key in ("tune_params_keys", "tune_params", "cache"):
-            doc[key]  # noqa: B018 - presence check
+            doc[key]
     except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
         raise TargetError(
             f"{p} is not a recorded tuning space (Kernel Tuner cache format expected: "
