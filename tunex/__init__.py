@@ -28,7 +28,7 @@ __all__ = [
     "Artifact", "Bool", "Budget", "BudgetError", "Choice", "ClusterError", "Config",
     "ConfigError", "Constraint", "Database", "DatabaseError", "Int", "Measurement", "PackError",
     "Permutation", "Pow2", "Space", "SpaceError", "Status", "StrategyError", "TargetError",
-    "Tuner", "TunexError", "Workload", "__version__", "autotune",
+    "Tuner", "TunexError", "Workload", "__version__", "autotune", "bucket",
 ]
 
 
@@ -45,4 +45,8 @@ def __getattr__(name: str) -> Any:
         from tunex.autotune import autotune
 
         return autotune
+    if name == "bucket":
+        from tunex.autotune import bucket
+
+        return bucket
     raise AttributeError(f"module 'tunex' has no attribute {name!r}")

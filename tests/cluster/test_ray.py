@@ -1,0 +1,45 @@
+"""The Ray executor behaves like the local one: same failures, same statuses."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.cluster.test_local import W, SlowTarget
+from tunex import ClusterError, Config, Status
+
+ray = pytest.importorskip("ray")
+
+from tunex.cluster import RayExecutor  # noqa: E402
+from tunex.cluster._ray import RayOptions  # noqa: E402
+
+
+def test_unreachable_cluster_is_a_clear_error():
+    if ray.is_initialized():
+        pytest.skip("a Ray instance is already running in this process")
+    start = time.monotonic()
+    with pytest.raises(ClusterError, match="ray start"):
+        RayExecutor(SlowTarget(), RayOptions(address="127.0.0.1:1", connect_timeout=15))
+    assert time.monotonic() - start < 60
+
+
+@pytest.fixture(scope="module")
+def ray_executor():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    t = SlowTarget()
+    ex = RayExecutor(t, RayOptions(build_timeout=5, measure_timeout=5, gpus_per_device=0))
+    yield t, ex
+    ex.close()
+    ray.shutdown()
+
+
+def test_failures_of_every_kind_become_measurements(ray_executor):
+    t, ex = ray_executor
+    cases = {Config(a=0, b=0): Status.OK, Config(a=1, b=0): Status.TIMEOUT,
+             Config(a=2, b=0): Status.WORKER_LOST, Config(a=3, b=0): Status.COMPILE_ERROR,
+             Config(a=4, b=1): Status.TIMEOUT, Config(a=5, b=2): Status.WORKER_LOST}
+    futs = {c: ex.submit(t, W, c) for c in cases}
+    got = {c: f.result(timeout=120).status for c, f in futs.items()}
+    assert got == cases
+    assert ex.submit(t, W, Config(a=6, b=0)).result(timeout=60).ok  # replaced actor works
