@@ -453,7 +453,11 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    bench = json.loads(Path(args.bench).read_text())
+    bench: dict[str, Any] = {"matmul": [], "attention": []}
+    for path in args.bench:
+        doc = json.loads(Path(path).read_text())
+        bench["matmul"] += doc.get("matmul", [])
+        bench["attention"] += doc.get("attention", [])
     lines = []
     lines.append("| matmul fp16 (M x N x K) | tunex TFLOP/s | triton.autotune TFLOP/s | "
                  "cuBLAS TFLOP/s | tunex / cuBLAS | tunex / autotune | tunex trials, wall s | "
@@ -471,18 +475,26 @@ def cmd_report(args: argparse.Namespace) -> int:
         geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
         lines.append(f"\nGeometric mean tunex / cuBLAS: **{geo:.2f}**")
     lines.append("\n| matmul shape | space | recorded optimum (ms) | tunex best in search (ms) | "
-                 "tunex time to 97% of optimum (s) | triton.autotune per config (s) | "
-                 "triton.autotune, whole space as a list (s) |")
-    lines.append("|---|---|---|---|---|---|---|")
+                 "tunex time to 97% of optimum (s) [trials] | first result (s) | "
+                 "triton.autotune per config (s) | triton.autotune, whole space as a list (s) |")
+    lines.append("|---|---|---|---|---|---|---|---|")
     for r in bench["matmul"]:
         if "recorded" not in r:
             continue
+        tl = r["tunex"]["timeline"]
         t97 = r["tunex"].get("t97_s")
+        n97 = trials_to_fraction(tl, r["recorded"]["optimum_ms"], 0.97)
         lines.append(f"| {shape_name(r['shape'])} | {r['tunex']['space_size']} | "
                      f"{r['recorded']['optimum_ms']:.4f} | {r['tunex']['best_ms']:.4f} | "
-                     f"{'not reached' if t97 is None else f'{t97:.1f}'} | "
-                     f"{r['autotune']['per_config_s']:.2f} | "
+                     f"{'not reached' if t97 is None else f'{t97:.1f} [{n97}]'} | "
+                     f"{tl[0][0]:.1f} | {r['autotune']['per_config_s']:.2f} | "
                      f"{r['autotune_whole_space_s']:.0f} |")
+    if args.recorded:
+        lines.append("\n| recorded matmul space (H200) | points | optimum ms (TFLOP/s) | "
+                     "best tutorial config ms | tutorial best / optimum | optimum config |")
+        lines.append("|---|---|---|---|---|---|")
+        for path in sorted(Path(args.recorded).glob("matmul_*.json.gz")):
+            lines.append(recorded_row(path))
     lines.append("\n| attention fp16 (Z, H, N, D) | tunex TFLOP/s | SDPA TFLOP/s | tunex / SDPA | "
                  "tunex trials, wall s | best config |")
     lines.append("|---|---|---|---|---|---|")
@@ -494,6 +506,35 @@ def cmd_report(args: argparse.Namespace) -> int:
                      f"{t['wall_s']:.0f} | {cfg} |")
     print("\n".join(lines))
     return 0
+
+
+def trials_to_fraction(timeline: Sequence[Sequence[Any]], optimum_ms: float, frac: float
+                       ) -> int | None:
+    best = math.inf
+    for i, (_t, value, _status) in enumerate(timeline):
+        best = min(best, value)
+        if best <= optimum_ms / frac:
+            return i + 1
+    return None
+
+
+def recorded_row(path: Path) -> str:
+    """How the tutorial's configs fare inside a recorded space (throughput relative to its best)."""
+    from kernels.matmul import TUTORIAL_CONFIGS
+
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    keys = doc["tune_params_keys"]
+    ok = {k: e for k, e in doc["cache"].items() if isinstance(e["time"], float)}
+    best_key = min(ok, key=lambda k: ok[k]["time"])
+    best = ok[best_key]
+    tut = [ok[",".join(str(c[k]) for k in keys)]["time"] for c in TUTORIAL_CONFIGS
+           if ",".join(str(c[k]) for k in keys) in ok]
+    m, n, k = doc["problem_size"]
+    tflops = 2 * m * n * k / (best["time"] * 1e9)
+    cfg = " ".join(f"{k}={best[k]}" for k in keys)
+    return (f"| {m}x{n}x{k} | {len(doc['cache'])} | {best['time']:.4f} ({tflops:.0f}) | "
+            f"{min(tut):.4f} | {best['time'] / min(tut):.2f} | {cfg} |")
 
 
 def parse_shapes(text: str, n: int) -> list[tuple[int, ...]]:
@@ -533,7 +574,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         x.add_argument("--load", choices=["binary", "jit"], default="binary",
                        help="run the built cubin, or recompile it with the JIT (fallback)")
     rep = sub.add_parser("report", help="markdown tables from bench JSON")
-    rep.add_argument("bench")
+    rep.add_argument("bench", nargs="+", help="bench_triton_gpu_*.json files")
+    rep.add_argument("--recorded", default=None, help="folder of recorded spaces")
     rep.set_defaults(fn=cmd_report)
     args = p.parse_args(argv)
     return int(args.fn(args) or 0)

@@ -30,7 +30,13 @@ _INSTANCES: dict[str, Kernel] = {}
 
 
 def register_kernel(name: str, path: str) -> None:
-    """Make a kernel available to :func:`get_kernel` (``"module:Class"``, imported on use)."""
+    """Make a kernel available to :func:`get_kernel` (``"module:Class"``, imported on use).
+
+    The registry is per process: tunex's build and measure workers (spawned processes) know
+    only the kernels registered when they import the module holding the registration, so call
+    this at import of a module the workers import too (the kernel's own module is the natural
+    place), not in a script's ``if __name__ == "__main__"`` block.
+    """
     _REGISTRY[name] = path
     _INSTANCES.pop(name, None)
 
