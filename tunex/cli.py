@@ -49,8 +49,16 @@ def cmd_search(args: argparse.Namespace) -> int:
     budget = Budget.parse(args.budget)
     target = make_target(args.target)
     space, workload = target.prepare(_load_kernel(args.kernel), _shape(args.shape))
-    executor = (InlineExecutor() if args.workers == 0 or target.name == "replay"
-                else LocalExecutor(target, LocalOptions(build_workers=args.workers)))
+    executor: Any
+    if args.ray is not None:
+        from tunex.cluster._ray import RayExecutor, RayOptions
+
+        executor = RayExecutor(target, RayOptions(address=args.ray or None))
+    elif args.workers == 0 or target.name == "replay":
+        executor = InlineExecutor()
+    else:
+        executor = LocalExecutor(target, LocalOptions() if args.workers is None
+                                 else LocalOptions(build_workers=args.workers))
     with Database(args.db) as db, executor:
         tuner = Tuner(target, space, workload=workload, db=db, strategy=args.strategy,
                       budget=budget, executor=executor, batch=args.batch, seed=args.seed,
@@ -207,7 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=None)
     s.add_argument("--db", default="tunex.db", help="SQLite file or SQLAlchemy URL")
     s.add_argument("--batch", type=int, default=None, help="trials in flight")
-    s.add_argument("--workers", type=int, default=1, help="build processes (0: in-process)")
+    s.add_argument("--workers", type=int, default=None,
+                   help="build processes (default: CPUs - 1; 0: build and measure in-process)")
+    s.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run trials on a Ray cluster (no ADDRESS: a local Ray instance)")
     s.add_argument("--patience", type=int, default=None,
                    help="stop after this many trials without a 1%% gain")
     s.add_argument("--no-transfer", action="store_true",

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.cluster.test_local import W, SlowTarget
+from tests.cluster.test_local import SlowTarget, W
 from tunex import ClusterError, Config, Status
 
 ray = pytest.importorskip("ray")
