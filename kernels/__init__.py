@@ -9,11 +9,16 @@ only when asked for::
     mm = get_kernel("matmul")
     space = mm.bind(mm.space(), mm.problem_key({"M": 4096, "N": 4096, "K": 4096}),
                     {"smem": 232448})
+
+Kernels outside this package are added with :func:`register_kernel`, or for every process at
+once (tunex's build and measure workers included) with the environment variable
+``TUNEX_KERNELS="name=package.module:Class,other=..."``, read when this package is imported.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 
 from kernels._base import Kernel
 from tunex.errors import ConfigError
@@ -29,13 +34,26 @@ _REGISTRY: dict[str, str] = {
 _INSTANCES: dict[str, Kernel] = {}
 
 
+def _from_environment(text: str) -> dict[str, str]:
+    """``name=module:Class,...`` from TUNEX_KERNELS; a malformed entry is an error, not ignored."""
+    out = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, sep, path = item.partition("=")
+        if not sep or ":" not in path or not name.strip().isidentifier():
+            raise ConfigError(f"TUNEX_KERNELS entry {item!r} is not NAME=package.module:Class")
+        out[name.strip()] = path.strip()
+    return out
+
+
+_REGISTRY.update(_from_environment(os.environ.get("TUNEX_KERNELS", "")))
+
+
 def register_kernel(name: str, path: str) -> None:
     """Make a kernel available to :func:`get_kernel` (``"module:Class"``, imported on use).
 
-    The registry is per process: tunex's build and measure workers (spawned processes) know
-    only the kernels registered when they import the module holding the registration, so call
-    this at import of a module the workers import too (the kernel's own module is the natural
-    place), not in a script's ``if __name__ == "__main__"`` block.
+    The registry is per process: tunex's build and measure workers (spawned processes) do not
+    see a registration made at run time in the parent. Name such kernels in the environment
+    variable ``TUNEX_KERNELS`` instead (see the module docstring), which workers inherit.
     """
     _REGISTRY[name] = path
     _INSTANCES.pop(name, None)

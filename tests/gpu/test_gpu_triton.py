@@ -39,6 +39,16 @@ class WrongMatmul(Matmul):
 register_kernel(WrongMatmul.name, f"{__name__}:WrongMatmul")
 
 
+class FaultingMatmul(Matmul):
+    """A matmul told that A's rows are 2^28 elements apart: its loads leave the allocation
+    (the offsets overflow 32 bits), so the kernel faults with an illegal memory access."""
+
+    name = "matmul_faulting"
+
+    def args(self, inputs, problem, config):  # type: ignore[no-untyped-def]
+        return {**super().args(inputs, problem, config), "stride_am": 1 << 28}
+
+
 @pytest.fixture(scope="module")
 def gpu() -> TritonGPUTarget:
     t = make_target("triton_gpu?repeats=10")
@@ -125,3 +135,18 @@ def test_tuner_with_local_executor_builds_in_workers(gpu: TritonGPUTarget) -> No
     assert result.new_trials >= 8
     assert not result.failures.get("worker_lost")
     assert Config(result.best.config) in space
+
+
+def test_a_faulting_kernel_costs_one_trial_not_the_search(
+        gpu: TritonGPUTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An illegal address kills the CUDA context of the measuring process: the target leaves
+    # that process, the executor records the trial and starts a fresh one for the next.
+    monkeypatch.setenv("TUNEX_KERNELS", f"{FaultingMatmul.name}={__name__}:FaultingMatmul")
+    register_kernel(FaultingMatmul.name, f"{__name__}:FaultingMatmul")
+    bad_space, bad = gpu.prepare(FaultingMatmul.name, {"M": 4096, "N": 1024, "K": 512})
+    space, good = gpu.prepare("matmul", {"M": 1024, "N": 1024, "K": 1024})
+    with LocalExecutor(gpu, LocalOptions(build_workers=2, measure_timeout=60)) as ex:
+        first = ex.submit(gpu, bad, bad_space.default()).result()
+        after = ex.submit(gpu, good, space.default()).result()
+    assert first.status in (Status.WORKER_LOST, Status.RUNTIME_ERROR), first
+    assert after.status is Status.OK, after.error

@@ -138,3 +138,18 @@ def test_correct_under_triton_interpreter(name: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert [r["error"] for r in results] == [None] * len(configs), results
+
+
+def test_kernels_from_the_environment() -> None:
+    code = ("import kernels; print(kernels.get_kernel('mm2').name, "
+            "'mm2' in kernels.available_kernels())")
+    env = {**os.environ, "TUNEX_KERNELS": "mm2=kernels.matmul:Matmul",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["matmul", "True"]
+    env["TUNEX_KERNELS"] = "broken"
+    done = subprocess.run([sys.executable, "-c", "import kernels"], capture_output=True,
+                          text=True, env=env, timeout=120, cwd=ROOT)
+    assert done.returncode != 0 and "TUNEX_KERNELS entry" in done.stderr
