@@ -3,11 +3,12 @@
 # Phase A: GPU test suite, matmul space recording, flash-attention benchmark.
 # Phase B: matmul benchmark (tunex vs triton.autotune vs cuBLAS), using phase A's recordings
 #          (committed under benchmarks/data/).
+# Phase C: checks only (GPU suite, an exhaustive search through the `tunex` command).
 # Run from the repository root, with the tunex dependencies carried as wheels in .whl/
 # (../shared/tools/device-wheels.sh optuna lightgbm sqlalchemy alembic colorlog mako greenlet
 # cmaes). Results go to $OUT (the device tool's folder) or ./h200-out.
 set -uo pipefail
-phase="${1:?usage: h200_triton.sh A|B}"
+phase="${1:?usage: h200_triton.sh A|B|C}"
 OUT="${OUT:-$PWD/h200-out}"
 mkdir -p "$OUT"
 if [ -d .whl ]; then
@@ -33,6 +34,11 @@ A)
         --deadline 270 2>&1 | tee -a "$log"
     python3 benchmarks/triton_gpu.py bench --load $load --only attention --out "$OUT" --workers "$workers" \
         --fa-budget 25 --deadline 130 2>&1 | tee -a "$log"
+    ;;
+C)  # checks only: the GPU suite and a search through the CLI
+    timeout 200 python3 -m pytest -m gpu tests -q -p no:cacheprovider --continue-on-collection-errors 2>&1 | tee -a "$log"
+    python3 -m tunex.cli search softmax --target "triton_gpu?load=$load" --shape M=4096,N=1000 \
+        --strategy exhaustive --budget 60s --workers "$workers" --db /tmp/tunex-c.db -q 2>&1 | tee -a "$log"
     ;;
 B)
     python3 benchmarks/triton_gpu.py bench --load $load --only matmul --out "$OUT" --workers "$workers" \
