@@ -1,0 +1,815 @@
+"""Search efficiency on recorded kernel-tuning spaces: the benchmark for tunex's default strategy.
+
+What is measured
+----------------
+On every recorded space ``<data>/*/*.json.gz`` (default:
+``<repo>/../shared/data/spaces/kernel_tuner``, brute-forced Kernel Tuner caches, see the README
+there), for each strategy and seed:
+
+* **trials to 95% / 99%**: the number of measured configs until the best one so far is within
+  95% (99%) of the space's optimum, i.e. ``optimum / best >= 0.95``. The optimum is the lowest
+  recorded mean ``time`` of a valid config (``ReplayTarget.optimum()``), and every config is
+  scored by its recorded mean (``ReplayTarget.true_time``), even though the strategy itself only
+  sees noisy measurements (``ReplayTarget(path, noisy=True, seed=seed)``: one recorded repeat
+  drawn at random). A run that does not get there within the budget counts as ``budget + 1``
+  ("not reached"), so medians and quartiles stay defined; the tables also give the share of runs
+  that got there.
+* **proposals per trial**: configs the strategy proposed (``strategy.proposals``: repeats and
+  excluded points it resolved on its own included) per measured config.
+
+A trial is one measured config. The tunex loop is ``batch = strategy.ask(1)``; a config this run
+already measured is answered from the run's own record (``strategy.tell([earlier])``) and costs no
+trial; otherwise ``m = target.measure(target.build(workload, config))`` costs one trial and is told.
+A config the recorded space lacks or records as failed costs a trial too (the target answers with a
+failure). ``ask`` returning ``None`` ends the run. Strategies are made by
+``tunex.search.get_strategy(name, target.space, seed=seed)``.
+
+Kernel Tuner's own strategies (``kt:NAME``) run side by side, in its simulation mode, on the same
+files and the same space (the file's tune_params plus the matched T1 definition's restrictions);
+how Kernel Tuner counts evaluations, and how its trials are read back, is in ``_kt_runner.py``.
+In short: its budget counts unique configs served from the recorded cache, failed ones included,
+which is the same accounting as tunex's loop.
+
+Also measured (tunex ``model`` only):
+
+* **overhead**: milliseconds of ``ask(1)`` + ``tell`` per trial with 1,000 trials of history:
+  a ``model`` search on the largest selected space, timed over trials 1,001-1,100 (median, mean);
+  targets: < 50 ms.
+* **memory**: peak RSS (``resource.getrusage`` high-water mark) of that same search run to 2,000
+  trials in a fresh subprocess; target: < 1 GiB.
+* **transfer**: trials to 95% of a ``model`` search warm-started with
+  ``strategy.warm_start([(source_workload, source_trials)], current=workload)``, where the source
+  trials are those of a finished 200-trial ``model`` search (same seed) on another GPU's file of
+  the same kernel, against the same search without warm start (same seeds).
+
+Random search's expected trials to 95% is also given analytically: drawing without replacement
+from ``N`` valid points of which ``K`` are within 95%, the first hit comes on average at draw
+``(N + 1) / (K + 1)`` (about ``N / K``); its median is computed exactly. The per-strategy
+"x random" column is that analytic median over the strategy's median (a strategy that does not
+reach 95% within the budget is taken at ``budget + 1``, so its factor is then an upper bound).
+
+Results and reuse
+-----------------
+Every finished run is written at once to ``--out`` (JSON), keyed by space, strategy and seed,
+with the budget, the data file's hash and the code that produced it (a hash of the tunex
+sources, or the kernel_tuner version). With ``--reuse``, a stored run with the same key is not
+run again, so an interrupted run resumes and Kernel Tuner's results (which do not depend on
+tunex) are kept while tunex changes. ``--report-only`` prints the tables from the file.
+
+Usage::
+
+    python benchmarks/search_efficiency.py                       # everything, 20 seeds, budget 200
+    python benchmarks/search_efficiency.py --strategies kt --parts search --reuse
+    python benchmarks/search_efficiency.py --strategies model,random --seeds 3 --spaces 'conv*'
+    python benchmarks/search_efficiency.py --report-only --markdown benchmarks/RESULTS.md
+
+``--strategies`` takes tunex specs (``model``, ``optuna:tpe``, ...), ``kt:NAME`` for Kernel Tuner
+strategies, and the groups ``tunex`` and ``kt`` (the defaults below). Each process uses one
+thread for BLAS/OpenMP/torch unless those variables are set (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import datetime as dt  # noqa: E402
+import fnmatch  # noqa: E402
+import functools  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import shlex  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Callable, Iterable, Sequence  # noqa: E402
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path[:0] = [str(REPO), str(HERE)]  # this checkout's tunex, and _kt_runner beside this file
+
+from tunex.search import get_strategy  # noqa: E402
+from tunex.targets.replay import ReplayTarget  # noqa: E402
+from tunex.trial import Measurement  # noqa: E402
+
+warnings.filterwarnings("ignore", message=".*is experimental")  # Optuna's QMC/GP notices
+
+TUNEX_STRATEGIES = ["model", "optuna:tpe", "optuna:cmaes", "optuna:gp", "optuna:qmc", "random"]
+KT_STRATEGIES = ["kt:genetic_algorithm", "kt:dual_annealing", "kt:bayes_opt", "kt:pso",
+                 "kt:simulated_annealing", "kt:random_sample"]
+TRANSFER_PAIRS = [  # (source, destination): same kernel, another GPU
+    ("convolution/A100", "convolution/A4000"),
+    ("convolution/A4000", "convolution/MI250X"),
+    ("dedispersion/A100", "dedispersion/MI250X"),
+    ("gemm_clblast/RTX_2080_Ti", "gemm_clblast/RTX_Titan"),
+]
+LEVELS = (0.95, 0.99)
+EARLY = 100  # "share of runs within 95% by trial 100"
+OVERHEAD = {"history": 1000, "timed": 100, "total": 2000}
+SECTION = "## Search efficiency (replay)"
+TITLE = "# tunex benchmark results"
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "spaces" / "kernel_tuner"
+DEFAULT_OUT = HERE / "results" / "search_efficiency.json"
+
+
+# -- spaces ------------------------------------------------------------------------------------
+
+
+def find_spaces(data: Path, patterns: Sequence[str]) -> dict[str, Path]:
+    """Recorded spaces under ``data`` as ``{"kernel/GPU": path}``, filtered by glob patterns."""
+    found = {f"{p.parent.name}/{p.name.split('.')[0]}": p for p in sorted(data.glob("*/*.json.gz"))}
+    if not found:
+        raise SystemExit(f"no recorded spaces (*/*.json.gz) under {data}; pass --data DIR")
+    keep = {k: v for k, v in found.items()
+            if any(fnmatch.fnmatch(k, pat) or fnmatch.fnmatch(v.name, pat) for pat in patterns)}
+    if not keep:
+        raise SystemExit(f"--spaces {','.join(patterns)} matches none of {sorted(found)}")
+    return keep
+
+
+def random_first_hit(size: int, good: int, early: int = EARLY) -> dict[str, float]:
+    """Draw at which uniform sampling without replacement first hits one of ``good`` points.
+
+    P(T > t) = prod_{i<t} (size - good - i) / (size - i); E[T] = (size + 1) / (good + 1).
+    """
+    survive, t, median, by_early = 1.0, 0, None, None
+    while survive > 0 and (median is None or by_early is None):
+        survive *= max(size - good - t, 0) / (size - t)
+        t += 1
+        if median is None and survive <= 0.5:
+            median = t
+        if t == early:
+            by_early = 1.0 - survive
+    return {"mean": (size + 1) / (good + 1), "median": float(median or t),
+            "share_by_early": 1.0 if by_early is None else by_early}
+
+
+def space_facts(path: Path) -> dict[str, Any]:
+    """Size, optimum, how many points lie within each level, and random search's odds."""
+    target = ReplayTarget(path)
+    times = np.array([target.true_time(c) for c in target.space])
+    optimum = float(times.min())
+    facts: dict[str, Any] = {
+        "file": path.name, "kernel": target.doc_meta.get("kernel_name"),
+        "device": target.fingerprint()["device"], "data": target.digest,
+        "size": int(times.size), "failed": int(np.isinf(times).sum()), "optimum": optimum,
+        "definition_constraints": [c.description for c in target.space.constraints],
+        "within": {}, "random": {},
+    }
+    for level in LEVELS:
+        good = int((optimum / times >= level).sum())
+        facts["within"][f"{level:.2f}"] = good
+        facts["random"][f"{level:.2f}"] = random_first_hit(times.size, good)
+    return facts
+
+
+# -- scoring -----------------------------------------------------------------------------------
+
+
+def make_record(times: Sequence[float], optimum: float, **extra: Any) -> dict[str, Any]:
+    """A run's record from the recorded mean time of each trial, in order."""
+    improvements, best = [], math.inf
+    for i, t in enumerate(times, 1):
+        if t < best:
+            best = t
+            improvements.append([i, t])
+    rec: dict[str, Any] = {"trials": len(times), "best": best if improvements else None,
+                           "improvements": improvements}
+    for level in LEVELS:
+        rec[f"t{round(level * 100)}"] = next(
+            (i for i, b in improvements if optimum / b >= level), None)
+    rec.update(extra)
+    return rec
+
+
+def trials_to(rec: dict[str, Any], level: float, budget: int) -> int:
+    """Trials to ``level`` of the optimum; ``budget + 1`` when not reached."""
+    t = rec[f"t{round(level * 100)}"]
+    return budget + 1 if t is None else t
+
+
+# -- one search run ------------------------------------------------------------------------------
+
+
+def run_tunex(path: Path, strategy: str, seed: int, budget: int, optimum: float, *,
+              warm: list[tuple[Any, list[Measurement]]] | None = None,
+              keep_measurements: bool = False) -> dict[str, Any]:
+    """One tunex search on a noisy replay; see the module docstring for the loop."""
+    t_start = time.perf_counter()
+    target = ReplayTarget(path, noisy=True, seed=seed)
+    search = get_strategy(strategy, target.space, seed=seed)
+    workload = target.workload()
+    if warm:  # ModelSearch.warm_start takes current=; the base contract does not (yet)
+        search.warm_start(warm, current=workload)  # type: ignore[call-arg]
+    measured: dict[Any, Measurement] = {}
+    times: list[float] = []
+    step_ms: list[float] = []  # ask+tell time attributed to each trial
+    spent, repeats, end = 0.0, 0, "budget"
+    while len(times) < budget:
+        t0 = time.perf_counter()
+        batch = search.ask(1)
+        spent += time.perf_counter() - t0
+        if batch is None:
+            end = "exhausted"
+            break
+        for config in batch[: budget - len(times)]:
+            if config in measured:
+                repeats += 1
+                t0 = time.perf_counter()
+                search.tell([measured[config]])
+                spent += time.perf_counter() - t0
+                continue
+            m = target.measure(target.build(workload, config))
+            measured[config] = m
+            times.append(target.true_time(config))
+            t0 = time.perf_counter()
+            search.tell([m])
+            spent += time.perf_counter() - t0
+            step_ms.append(spent * 1000)
+            spent = 0.0
+        if repeats > 10 * budget:
+            end = "stalled: repeats only"
+            break
+    rec = make_record(times, optimum, proposals=search.proposals, repeats=repeats, end=end,
+                      wall_s=round(time.perf_counter() - t_start, 3),
+                      strategy_s=round(sum(step_ms) / 1000, 3))
+    if keep_measurements:
+        rec["_measurements"] = list(measured.values())
+        rec["_workload"] = workload
+        rec["_step_ms"] = step_ms
+    return rec
+
+
+def run_kernel_tuner(path: Path, strategy: str, seed: int, budget: int,
+                     optimum: float) -> dict[str, Any]:
+    from _kt_runner import run_kt
+
+    t_start = time.perf_counter()
+    out = run_kt(ReplayTarget(path), strategy.removeprefix("kt:"), seed, budget)
+    times = out.pop("times")
+    return make_record(times, optimum, **out, wall_s=round(time.perf_counter() - t_start, 3))
+
+
+def run_transfer(src: Path, dst: Path, seed: int, budget: int, source_budget: int,
+                 src_optimum: float, dst_optimum: float) -> dict[str, Any]:
+    """A ``model`` search on ``dst`` warm-started with a finished ``model`` search on ``src``."""
+    source = run_tunex(src, "model", seed, source_budget, src_optimum, keep_measurements=True)
+    warm = [(source["_workload"], source["_measurements"])]
+    rec = run_tunex(dst, "model", seed, budget, dst_optimum, warm=warm)
+    rec["source_trials"] = source["trials"]
+    return rec
+
+
+# -- overhead and memory (in a fresh subprocess) ---------------------------------------------------
+
+
+def overhead_child(path: Path, seed: int) -> dict[str, Any]:
+    """Run in a fresh process: a ``model`` search to OVERHEAD["total"] trials."""
+    import resource
+
+    facts_opt = ReplayTarget(path).optimum()
+    rec = run_tunex(path, "model", seed, OVERHEAD["total"], facts_opt, keep_measurements=True)
+    lo = OVERHEAD["history"]
+    timed = np.array(rec["_step_ms"][lo: lo + OVERHEAD["timed"]])
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return {
+        "trials": rec["trials"], "wall_s": rec["wall_s"],
+        "ms_per_trial_at_history": {
+            "history": lo, "timed": int(timed.size),
+            "median": float(np.median(timed)) if timed.size else None,
+            "mean": float(timed.mean()) if timed.size else None,
+            "p90": float(np.percentile(timed, 90)) if timed.size else None,
+            "max": float(timed.max()) if timed.size else None,
+        },
+        "ms_per_trial_whole_run_mean": float(np.mean(rec["_step_ms"])),
+        "peak_rss_mib": rss_kib / 1024,
+        "load_average": [round(x, 1) for x in os.getloadavg()],  # a shared machine skews ms
+        "cpus": os.cpu_count(),
+    }
+
+
+def measure_overhead(path: Path, seed: int = 0) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child-overhead", str(path),
+           "--child-seed", str(seed)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"overhead subprocess failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- results file ---------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def tunex_code() -> str:
+    """A hash of this checkout's tunex sources (taken once, at start): a changed strategy means
+    new results."""
+    h = hashlib.sha256()
+    for f in sorted((REPO / "tunex").rglob("*.py")):
+        h.update(str(f.relative_to(REPO)).encode())
+        h.update(f.read_bytes())
+    return "tunex-src:" + h.hexdigest()[:12]
+
+
+def code_of(strategy: str) -> str:
+    if strategy.startswith("kt:"):
+        from _kt_runner import kt_version
+
+        return kt_version()
+    return tunex_code()
+
+
+class Results:
+    """The JSON results file, written after every finished run (atomically)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.doc: dict[str, Any] = {"format": 1, "spaces": {}, "runs": {}, "transfer": {},
+                                    "overhead": None, "sessions": []}
+        if path.exists():
+            self.doc.update(json.loads(path.read_text()))
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.doc, indent=1, sort_keys=True) + "\n")
+        tmp.replace(self.path)
+
+    def run(self, space: str, strategy: str, seed: int) -> dict[str, Any] | None:
+        return self.doc["runs"].get(space, {}).get(strategy, {}).get(str(seed))
+
+    def put_run(self, space: str, strategy: str, seed: int, rec: dict[str, Any]) -> None:
+        self.doc["runs"].setdefault(space, {}).setdefault(strategy, {})[str(seed)] = rec
+
+    def transfer(self, pair: str, seed: int) -> dict[str, Any] | None:
+        return self.doc["transfer"].get(pair, {}).get(str(seed))
+
+    def put_transfer(self, pair: str, seed: int, rec: dict[str, Any]) -> None:
+        self.doc["transfer"].setdefault(pair, {})[str(seed)] = rec
+
+
+def matches(rec: dict[str, Any] | None, key: dict[str, Any]) -> bool:
+    return rec is not None and all(rec.get(k) == v for k, v in key.items())
+
+
+# -- tasks ---------------------------------------------------------------------------------------
+
+
+def execute(task: dict[str, Any]) -> dict[str, Any]:
+    """Run one task (in a worker process or in-process); returns its record."""
+    kind = task["kind"]
+    if kind == "search" and task["strategy"].startswith("kt:"):
+        rec = run_kernel_tuner(Path(task["path"]), task["strategy"], task["seed"],
+                               task["budget"], task["optimum"])
+    elif kind == "search":
+        rec = run_tunex(Path(task["path"]), task["strategy"], task["seed"], task["budget"],
+                        task["optimum"])
+    elif kind == "transfer":
+        rec = run_transfer(Path(task["src"]), Path(task["path"]), task["seed"], task["budget"],
+                           task["source_budget"], task["src_optimum"], task["optimum"])
+    else:
+        raise ValueError(kind)
+    rec.update(task["key"])
+    rec["seed"] = task["seed"]
+    return rec
+
+
+def plan(args: argparse.Namespace, spaces: dict[str, Path], facts: dict[str, dict[str, Any]],
+         results: Results) -> list[dict[str, Any]]:
+    """The tasks still to run, grouped by (space, strategy), seeds in order."""
+    tasks = []
+    seeds = range(args.seeds)
+    searches = [(s, st) for s in spaces for st in args.strategies] if "search" in args.parts else []
+    pairs = transfer_pairs(spaces, args.data) if "transfer" in args.parts else []
+    for _src, dst in pairs:  # the cold side of a transfer is the plain model search
+        if (dst, "model") not in searches:
+            searches.append((dst, "model"))
+    for space, strategy in searches:
+        for seed in seeds:
+            key = {"budget": args.budget, "code": code_of(strategy),
+                   "data": facts[space]["data"]}
+            if args.reuse and matches(results.run(space, strategy, seed), key):
+                continue
+            tasks.append({"kind": "search", "space": space, "strategy": strategy,
+                          "seed": seed, "budget": args.budget, "key": key,
+                          "path": str(spaces[space]), "optimum": facts[space]["optimum"]})
+    for src, dst in pairs:
+        src_path = args.data / src.split("/")[0] / f"{src.split('/')[1]}.json.gz"
+        for seed in seeds:
+            key = {"budget": args.budget, "code": tunex_code(), "data": facts[dst]["data"],
+                   "source_data": facts[src]["data"], "source_budget": args.source_budget}
+            if args.reuse and matches(results.transfer(f"{src}->{dst}", seed), key):
+                continue
+            tasks.append({"kind": "transfer", "space": f"{src}->{dst}", "strategy": "model",
+                          "seed": seed, "budget": args.budget, "key": key,
+                          "source_budget": args.source_budget, "src": str(src_path),
+                          "path": str(spaces[dst]), "src_optimum": facts[src]["optimum"],
+                          "optimum": facts[dst]["optimum"]})
+    return tasks
+
+
+def transfer_pairs(spaces: dict[str, Path], data: Path) -> list[tuple[str, str]]:
+    """The pairs whose destination is selected and whose source file exists."""
+    out = []
+    for src, dst in TRANSFER_PAIRS:
+        kernel, gpu = src.split("/")
+        if dst in spaces and (data / kernel / f"{gpu}.json.gz").exists():
+            out.append((src, dst))
+    return out
+
+
+def run_tasks(tasks: list[dict[str, Any]], jobs: int, results: Results,
+              on_done: Callable[[dict[str, Any], dict[str, Any]], None]) -> None:
+    """Run tasks (in a process pool when jobs > 1), storing and saving each result at once."""
+    def store(task: dict[str, Any], rec: dict[str, Any]) -> None:
+        if task["kind"] == "transfer":
+            results.put_transfer(task["space"], task["seed"], rec)
+        else:
+            results.put_run(task["space"], task["strategy"], task["seed"], rec)
+        results.save()
+        on_done(task, rec)
+
+    if jobs <= 1:
+        for task in tasks:
+            store(task, execute(task))
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        todo = iter(tasks)
+        running = {}
+        for task in todo:  # keep at most 2 * jobs queued, so an interrupt loses little
+            running[pool.submit(execute, task)] = task
+            if len(running) >= 2 * jobs:
+                break
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                store(running.pop(fut), fut.result())
+                nxt = next(todo, None)
+                if nxt is not None:
+                    running[pool.submit(execute, nxt)] = nxt
+
+
+class Progress:
+    """One line per finished (space, strategy) group."""
+
+    def __init__(self, tasks: list[dict[str, Any]]) -> None:
+        self.left: dict[tuple[str, str], int] = {}
+        self.recs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for t in tasks:
+            g = (t["space"], t["strategy"] if t["kind"] == "search" else "model+warm")
+            self.left[g] = self.left.get(g, 0) + 1
+        self.total, self.done, self.t0 = len(tasks), 0, time.time()
+
+    def __call__(self, task: dict[str, Any], rec: dict[str, Any]) -> None:
+        g = (task["space"], task["strategy"] if task["kind"] == "search" else "model+warm")
+        self.recs.setdefault(g, []).append(rec)
+        self.left[g] -= 1
+        self.done += 1
+        if self.left[g] == 0:
+            recs = self.recs.pop(g)
+            t95 = np.median([trials_to(r, 0.95, r["budget"]) for r in recs])
+            wall = np.median([r["wall_s"] for r in recs])
+            print(f"[{self.done}/{self.total} {time.time() - self.t0:7.0f}s] {g[0]:28s} "
+                  f"{g[1]:24s} {len(recs):3d} runs  median trials to 95%: {t95:g}  "
+                  f"{wall:.1f} s/run", flush=True)
+
+
+# -- summary ---------------------------------------------------------------------------------------
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    q1, q2, q3 = np.percentile(values, [25, 50, 75])
+    return float(q1), float(q2), float(q3)
+
+
+def fmt_trials(x: float, budget: int) -> str:
+    if x > budget:
+        return f">{budget}"
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
+
+
+def fmt_median_iqr(values: Sequence[float], budget: int) -> str:
+    q1, q2, q3 = quartiles(values)
+    med = "n.r." if q2 > budget else fmt_trials(q2, budget)
+    return f"{med} [{fmt_trials(q1, budget)}, {fmt_trials(q3, budget)}]"
+
+
+def strategy_order(names: Iterable[str]) -> list[str]:
+    known = TUNEX_STRATEGIES + KT_STRATEGIES
+    return sorted(set(names), key=lambda s: (known.index(s) if s in known else len(known)
+                                             + s.startswith("kt:"), s))
+
+
+def collect(results: Results, spaces: Iterable[str], seeds: int, budget: int
+            ) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """{space: {strategy: [records of seeds 0..seeds-1 run with this budget]}}."""
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for space in spaces:
+        for strategy, by_seed in results.doc["runs"].get(space, {}).items():
+            recs = [by_seed[str(s)] for s in range(seeds)
+                    if str(s) in by_seed and by_seed[str(s)]["budget"] == budget]
+            if recs:
+                out.setdefault(space, {})[strategy] = recs
+    return out
+
+
+def row_stats(recs: list[dict[str, Any]], budget: int) -> dict[str, Any]:
+    t95 = [trials_to(r, 0.95, budget) for r in recs]
+    t99 = [trials_to(r, 0.99, budget) for r in recs]
+    trials = sum(r["trials"] for r in recs)
+    props = sum(r.get("proposals", 0) for r in recs)
+    return {
+        "n": len(recs), "t95": t95, "t99": t99, "median95": float(np.median(t95)),
+        "early95": float(np.mean([t <= EARLY for t in t95])),
+        "reached95": float(np.mean([t <= budget for t in t95])),
+        "reached99": float(np.mean([t <= budget for t in t99])),
+        "trials": float(np.median([r["trials"] for r in recs])),
+        "proposals_per_trial": props / trials if trials else math.nan,
+        "wall_s": float(np.median([r["wall_s"] for r in recs])),
+    }
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def spaces_table(facts: dict[str, dict[str, Any]], spaces: Iterable[str], budget: int) -> list[str]:
+    lines = ["| space | valid points | failed | within 95% | within 99% | random: mean / median "
+             f"trials to 95% | random: share within 95% by trial {EARLY} |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for s in spaces:
+        f = facts[s]
+        r = f["random"]["0.95"]
+        lines.append(f"| {s} | {f['size']:,} | {f['failed']:,} | {f['within']['0.95']:,} | "
+                     f"{f['within']['0.99']:,} | {r['mean']:,.0f} / {r['median']:,.0f} | "
+                     f"{pct(r['share_by_early'])} |")
+    return lines
+
+
+def runs_table(stats: dict[str, dict[str, dict[str, Any]]], budget: int) -> list[str]:
+    lines = ["| space | strategy | runs | trials to 95%: median [IQR] | within 95% by "
+             f"{EARLY} | reached 95% | trials to 99%: median [IQR] | reached 99% | trials used | "
+             "proposals / trial | s / run |",
+             "|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|"]
+    for space, by_strat in stats.items():
+        for strategy in strategy_order(by_strat):
+            st = by_strat[strategy]
+            lines.append(
+                f"| {space} | {strategy} | {st['n']} | {fmt_median_iqr(st['t95'], budget)} | "
+                f"{pct(st['early95'])} | {pct(st['reached95'])} | "
+                f"{fmt_median_iqr(st['t99'], budget)} | {pct(st['reached99'])} | "
+                f"{st['trials']:.0f} | {st['proposals_per_trial']:.2f} | {st['wall_s']:.1f} |")
+    return lines
+
+
+def strategy_table(stats: dict[str, dict[str, dict[str, Any]]],
+                   facts: dict[str, dict[str, Any]], budget: int) -> list[str]:
+    """Per strategy: median over spaces of (random's analytic median / strategy's median)."""
+    names = strategy_order(n for by in stats.values() for n in by)
+    lines = ["| strategy | spaces | x random (median over spaces) | spaces not reaching 95% "
+             "(median) | spaces where it needs fewer trials to 95% than every other strategy |",
+             "|---|---:|---:|---:|---:|"]
+    for name in names:
+        ratios, unreached, wins = [], 0, 0
+        for space, by in stats.items():
+            if name not in by:
+                continue
+            med = by[name]["median95"]
+            ratios.append(facts[space]["random"]["0.95"]["median"] / med)
+            unreached += med > budget
+            others = [v["median95"] for k, v in by.items() if k != name]
+            wins += bool(others) and all(med < o for o in others)
+        lines.append(f"| {name} | {len(ratios)} | {np.median(ratios):.1f} | {unreached} | "
+                     f"{wins} |")
+    return lines
+
+
+def transfer_table(results: Results, seeds: int, budget: int) -> list[str]:
+    lines = ["| source -> destination | runs | cold: trials to 95% median [IQR] | warm: "
+             "median [IQR] | warm faster / same / slower (per seed) | cold / warm: trials to 99% "
+             "median |", "|---|---:|---|---|---|---|"]
+    for pair, by_seed in results.doc["transfer"].items():
+        dst = pair.split("->")[1]
+        cold_runs = results.doc["runs"].get(dst, {}).get("model", {})
+        warm, cold = [], []
+        for s in range(seeds):
+            w, c = by_seed.get(str(s)), cold_runs.get(str(s))
+            if w and c and w["budget"] == budget and c["budget"] == budget:
+                warm.append(w)
+                cold.append(c)
+        if not warm:
+            continue
+        w95 = [trials_to(r, 0.95, budget) for r in warm]
+        c95 = [trials_to(r, 0.95, budget) for r in cold]
+        w99 = [trials_to(r, 0.99, budget) for r in warm]
+        c99 = [trials_to(r, 0.99, budget) for r in cold]
+        better = sum(w < c for w, c in zip(w95, c95))
+        same = sum(w == c for w, c in zip(w95, c95))
+        lines.append(
+            f"| {pair} | {len(warm)} | {fmt_median_iqr(c95, budget)} | "
+            f"{fmt_median_iqr(w95, budget)} | {better} / {same} / {len(warm) - better - same} | "
+            f"{fmt_trials(float(np.median(c99)), budget)} / "
+            f"{fmt_trials(float(np.median(w99)), budget)} |")
+    return lines if len(lines) > 2 else []
+
+
+def overhead_lines(results: Results) -> list[str]:
+    o = results.doc.get("overhead")
+    if not o:
+        return []
+    m = o["ms_per_trial_at_history"]
+    ok_ms = "meets" if m["median"] is not None and m["median"] < 50 else "misses"
+    ok_mem = "meets" if o["peak_rss_mib"] < 1024 else "misses"
+    return [
+        f"`model` overhead on {o['space']} ({o['code']}): ask(1)+tell with {m['history']:,} "
+        f"trials of history, over {m['timed']} trials: median {m['median']:.1f} ms, mean "
+        f"{m['mean']:.1f} ms, p90 {m['p90']:.1f} ms, max {m['max']:.1f} ms per trial "
+        f"({ok_ms} the < 50 ms target; mean over the whole run "
+        f"{o['ms_per_trial_whole_run_mean']:.1f} ms; machine load average at the end "
+        f"{', '.join(map(str, o.get('load_average', [])))} on {o.get('cpus')} cores).",
+        f"Peak RSS of a {o['trials']:,}-trial `model` search in a fresh process: "
+        f"{o['peak_rss_mib']:.0f} MiB ({ok_mem} the < 1 GiB target; {o['wall_s']:.0f} s).",
+    ]
+
+
+def stale_notes(data: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
+    """Strategies whose runs were made by other code than this checkout's."""
+    notes = []
+    for strategy in strategy_order(s for by in data.values() for s in by):
+        codes = {r["code"] for by in data.values() for r in by.get(strategy, [])}
+        if codes != {code_of(strategy)}:
+            notes.append(f"{strategy} (runs by {', '.join(sorted(codes))}; this checkout is "
+                         f"{code_of(strategy)})")
+    return notes
+
+
+def report(results: Results, facts: dict[str, dict[str, Any]], spaces: list[str],
+           seeds: int, budget: int) -> str:
+    """The summary as markdown (the RESULTS.md section without its heading)."""
+    data = collect(results, spaces, seeds, budget)
+    stats = {sp: {st: row_stats(recs, budget) for st, recs in by.items()}
+             for sp, by in data.items()}
+    present = {st for by in data.values() for st in by}
+    missing = [s for s in TUNEX_STRATEGIES
+               if any(len(data.get(sp, {}).get(s, [])) < seeds for sp in spaces)]
+    out = [
+        "Measured by `benchmarks/search_efficiency.py` (its docstring says what and how): "
+        "recorded Kernel Tuner spaces replayed with noise (one recorded repeat per measurement), "
+        f"scored by recorded mean times; budget {budget} measured configs, seeds 0-{seeds - 1}. "
+        "A run that never gets within 95% (99%) counts as budget + 1; `n.r.`: median not "
+        "reached. Kernel Tuner strategies (`kt:`) run in its simulation mode on the same files "
+        "and space; a trial is a unique config served from the recorded cache (failed configs "
+        "count, repeats and points its restrictions exclude do not), which is also how "
+        "Kernel Tuner counts its own `max_fevals`.",
+        "",
+        "Runs:",
+    ]
+    for sess in results.doc["sessions"]:
+        out.append(f"- {sess['date']}, {sess['machine']}: `{sess['command']}` "
+                   f"({sess['seconds'] / 60:.0f} min)")
+    if missing:
+        out += ["", f"**tunex rows pending**: {', '.join(missing)} not yet run with "
+                    f"{seeds} seeds on every space (the full tunex run is still to be done)."]
+    stale = stale_notes(data)
+    if stale:
+        out += ["", "Runs from other code than this checkout: " + "; ".join(stale) + "."]
+    out += ["", "### Spaces", "", *spaces_table(facts, spaces, budget)]
+    if stats:
+        out += ["", "### Trials to 95% / 99% of the optimum", "", *runs_table(stats, budget)]
+        out += ["", "### Per strategy", "",
+                "`x random`: random search's analytic median trials to 95% over the strategy's "
+                "median, median over spaces.", "", *strategy_table(stats, facts, budget)]
+    kt_short = [st for st in present if st.startswith("kt:") and any(
+        r["end"] != "budget" for by in data.values() for r in by.get(st, []))]
+    if kt_short:
+        out += ["", "Kernel Tuner strategies that stop before the budget on their own "
+                    "(`trials used` < budget): " + ", ".join(strategy_order(kt_short)) + "."]
+    tt = transfer_table(results, seeds, budget)
+    if tt:
+        out += ["", "### Transfer (`model`, warm start from another GPU's 200-trial search)",
+                "", *tt]
+    ol = overhead_lines(results)
+    if ol:
+        out += ["", "### `model` overhead and memory", "", *ol]
+    return "\n".join(out) + "\n"
+
+
+def write_section(path: Path, body: str) -> None:
+    """Replace (or add) the section in a markdown file, keeping the other sections."""
+    text = path.read_text() if path.exists() else TITLE + "\n"
+    section = f"{SECTION}\n\n{body}"
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _m: section + "\n", text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text.rstrip("\n") + "\n")
+
+
+# -- command line ---------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                   help="folder with <kernel>/<GPU>.json.gz (default: %(default)s)")
+    p.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1 (default 20)")
+    p.add_argument("--budget", type=int, default=200, help="measured configs per run")
+    p.add_argument("--strategies", default="tunex,kt",
+                   help="comma list: tunex specs, kt:NAME, or the groups 'tunex' and 'kt'")
+    p.add_argument("--spaces", default="*", help="comma list of globs on 'kernel/GPU'")
+    p.add_argument("--parts", default="search,transfer,overhead",
+                   help="comma list of search, transfer, overhead")
+    p.add_argument("--source-budget", type=int, default=200,
+                   help="trials of the source search in the transfer part")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results JSON")
+    p.add_argument("--reuse", action="store_true",
+                   help="skip runs already in --out with the same budget, data and code")
+    p.add_argument("--report-only", action="store_true", help="only print the tables of --out")
+    p.add_argument("--markdown", type=Path, help=f"write the summary as the '{SECTION}' section")
+    p.add_argument("--child-overhead", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--child-seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    groups = {"tunex": TUNEX_STRATEGIES, "kt": KT_STRATEGIES}
+    names: list[str] = []
+    for s in filter(None, (x.strip() for x in args.strategies.split(","))):
+        names += [n for n in groups.get(s, [s]) if n not in names]
+    args.strategies = names
+    args.parts = {x.strip() for x in args.parts.split(",") if x.strip()}
+    unknown = args.parts - {"search", "transfer", "overhead"}
+    if unknown:
+        p.error(f"unknown --parts {sorted(unknown)}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child_overhead:
+        print(json.dumps(overhead_child(args.child_overhead, args.child_seed)))
+        return 0
+    spaces = find_spaces(args.data, [x.strip() for x in args.spaces.split(",")])
+    results = Results(args.out)
+    t0 = time.time()
+    facts = {}
+    for space, path in spaces.items():
+        f = results.doc["spaces"].get(space)
+        if not f or f.get("data") != ReplayTarget(path).digest:
+            f = space_facts(path)
+            results.doc["spaces"][space] = f
+        facts[space] = f
+    for src, _dst in transfer_pairs(spaces, args.data) if "transfer" in args.parts else []:
+        if src not in facts:
+            facts[src] = results.doc["spaces"].get(src) or space_facts(
+                args.data / src.split("/")[0] / f"{src.split('/')[1]}.json.gz")
+            results.doc["spaces"][src] = facts[src]
+
+    ran = False
+    if not args.report_only:
+        tasks = plan(args, spaces, facts, results)
+        print(f"{len(tasks)} runs to do ({len(spaces)} spaces, strategies "
+              f"{', '.join(args.strategies)}, parts {', '.join(sorted(args.parts))})", flush=True)
+        run_tasks(tasks, args.jobs, results, Progress(tasks))
+        ran = bool(tasks)
+        if "overhead" in args.parts:
+            largest = max(spaces, key=lambda s: facts[s]["size"])
+            key = {"code": tunex_code(), "space": largest, **OVERHEAD}
+            if not (args.reuse and matches(results.doc.get("overhead"), key)):
+                print(f"overhead: model search to {OVERHEAD['total']} trials on {largest} "
+                      "(fresh subprocess)", flush=True)
+                results.doc["overhead"] = {**measure_overhead(spaces[largest]), **key}
+                ran = True
+        if ran:
+            results.doc["sessions"].append({
+                "command": "python " + " ".join(shlex.quote(a) for a in
+                                                [os.path.relpath(__file__, REPO), *sys.argv[1:]]),
+                "date": dt.date.today().isoformat(),
+                "machine": f"{os.cpu_count()}-core {platform.machine()}, Python "
+                           f"{platform.python_version()}",
+                "seconds": round(time.time() - t0),
+            })
+        results.save()
+
+    body = report(results, facts, list(spaces), args.seeds, args.budget)
+    print(body)
+    if args.markdown:
+        write_section(args.markdown, body)
+        print(f"wrote section '{SECTION}' of {args.markdown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
