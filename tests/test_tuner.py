@@ -159,3 +159,9 @@ def test_transfer_warm_start_from_other_workloads(tmp_path):
 def test_default_executor_is_inline():
     assert Tuner(FlakyTarget(), toy_space(), workload=Workload("toy")).executor.__class__ is (
         InlineExecutor)
+
+
+def test_tiny_budget_on_a_noisy_target_still_searches():
+    t = ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz"), noisy=True, seed=0)
+    res = Tuner(t, t.space, budget="3trials", strategy="random", seed=0, remeasure=4).run()
+    assert res.trials == 3 and res.proposals == 3  # no trials lost to re-measuring

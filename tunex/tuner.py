@@ -152,7 +152,9 @@ class Tuner:
         new = 0
         best = min((m.value for m in prior), default=math.inf)
         last_gain = count
-        reserve = self.remeasure if getattr(self.target, "noisy", False) else 0
+        reserve = self.remeasure if self.target.noisy else 0
+        if self.budget.trials is not None:  # never more than a tenth of a trial budget
+            reserve = min(reserve, self.budget.trials // 10)
         running: dict[cf.Future[Measurement], Config] = {}
         stopped = "strategy exhausted"
         bar = _Progress(self.progress, self.budget, count)
@@ -215,7 +217,7 @@ class Tuner:
                 fut.cancel()
             bar.close()
         if reserve and stopped != "interrupted":
-            count, new = self._remeasure(count, new)
+            count, new = self._remeasure(count, new, reserve)
         failures: dict[str, int] = {}
         for m in self.db.measurements(self.workload):
             if not m.ok:
@@ -223,7 +225,7 @@ class Tuner:
         return TuneResult(self.workload, self.db.best(self.workload), count, new,
                           self.strategy.proposals, time.monotonic() - start, stopped, failures)
 
-    def _remeasure(self, count: int, new: int) -> tuple[int, int]:
+    def _remeasure(self, count: int, new: int, n: int) -> tuple[int, int]:
         """Measure the close leaders again so noise does not pick the winner."""
         top = self.db.top_k(self.workload, 4)
         if not top:
@@ -231,7 +233,7 @@ class Tuner:
         close = [m for m in top if m.value <= top[0].value * 1.03] or top[:1]
         if len(close) < 2:  # a lone leader may owe its lead to noise: check the runner-up too
             close = top[:2]
-        for i in range(self.remeasure):
+        for i in range(n):
             config = close[i % len(close)].config
             again = self.executor.submit(self.target, self.workload, config).result()
             self.db.record(self.workload, again, strategy="remeasure")

@@ -87,3 +87,12 @@ def test_inline_executor_propagates_only_target_errors():
 
     m = InlineExecutor().submit(Raises(), W, Config(a=0, b=0)).result()
     assert m.status is Status.RUNTIME_ERROR and "bad launch" in (m.error or "")
+
+
+def test_cancelled_trials_do_not_break_the_executor(executor):
+    t, ex = executor
+    futs = [ex.submit(t, W, Config(a=20 + i, b=0)) for i in range(6)]
+    cancelled = [f for f in futs[2:] if f.cancel()]
+    assert cancelled  # queued behind the two builders: cancellable
+    later = [ex.submit(t, W, Config(a=30 + i, b=0)) for i in range(3)]
+    assert all(f.result(timeout=60).ok for f in later + futs[:2])

@@ -152,6 +152,8 @@ class LocalExecutor(Executor):
             if item is None:
                 return
             workload, config, fut, start = item
+            if not fut.set_running_or_notify_cancel():  # cancelled while queued
+                continue
             kind, value = worker.call("build", (workload, config), self.options.build_timeout)
             if kind == "ok" and not value.ok:
                 fut.set_result(failed_build(value, worker.name).replace(started_at=start))
