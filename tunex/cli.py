@@ -119,13 +119,14 @@ def cmd_db(args: argparse.Namespace) -> int:
                                    "time_ms": m.value, "spread": m.spread,
                                    "config": m.config.to_dict()} for w, m in rows], indent=2))
                 return 0
-            t = Table(title=f"best config per workload in {args.db}")
-            for col in ("workload", "kernel", "problem", "target", "time (ms)", "config"):
-                t.add_column(col)
+            console = Console()
             for w, m in rows:
-                t.add_row(w.digest, w.kernel, json.dumps(w.problem), json.dumps(w.target),
-                          f"{m.value:.5g}", " ".join(f"{k}={v}" for k, v in m.config.items()))
-            Console().print(t)
+                console.print(f"[bold]{w.kernel}[/] {w.digest}  problem {json.dumps(w.problem)}"
+                              f"  target {json.dumps(w.target)}", highlight=False)
+                console.print(f"  [green]{m.value:.5g} ms[/] (spread {m.spread:.1%}, "
+                              f"{len(m.times_ms)} repeats)  "
+                              + " ".join(f"{k}={v}" for k, v in m.config.items()),
+                              highlight=False)
             if not rows:
                 print("no successful trial recorded yet", file=sys.stderr)
         elif args.db_cmd == "workloads":
