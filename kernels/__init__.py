@@ -10,6 +10,17 @@ only when asked for::
     space = mm.bind(mm.space(), mm.problem_key({"M": 4096, "N": 4096, "K": 4096}),
                     {"smem": 232448})
 
+Each kernel module also has a user-facing launcher, the kernel under ``@tunex.autotune``
+(:attr:`Kernel.tuned`)::
+
+    from kernels.matmul import matmul            # also softmax.softmax, layernorm.layernorm,
+    c = matmul(a, b)                             # flash_attention.flash_attention
+
+It runs the config of its call's workload from the tuning database (``TUNEX_DB``) or a config
+pack (``TUNEX_PACKS``, :func:`tunex.autotune.load_packs`), else the space's default; that
+workload is the one ``tunex search matmul --target triton_gpu --shape ...`` records on the same
+device, so offline tuning and packs made from it apply.
+
 Kernels outside this package are added with :func:`register_kernel`, or for every process at
 once (tunex's build and measure workers included) with the environment variable
 ``TUNEX_KERNELS="name=package.module:Class,other=..."``, read when this package is imported.

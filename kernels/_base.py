@@ -21,6 +21,13 @@ and everything a caller needs to run it:
 - **reference and check**: :meth:`Kernel.reference` computes the expected outputs with torch,
   :meth:`Kernel.check` compares within the kernel's tolerances (``rtol``/``atol`` per dtype).
 - **cost**: :meth:`Kernel.flops` and :meth:`Kernel.bytes` for TFLOP/s and GB/s figures.
+- **runtime**: :attr:`Kernel.tuned` is the kernel under ``@tunex.autotune``, built from these
+  declarations (space, dims and their buckets through :meth:`Kernel.problem_key`, device facts
+  through :meth:`Kernel.bind`), and :meth:`Kernel.launch` runs it with the config the database or
+  a pack holds for the problem. Each kernel module has a user-facing launcher on top
+  (``kernels.matmul.matmul(a, b)``). Its workload is, by construction, the one
+  ``TritonGPUTarget.prepare`` records for the same problem on the same device: same name, same
+  :attr:`Kernel.source_hash`, same problem key, same device fingerprint.
 
 Nothing here imports triton or torch at module import; kernel modules import triton (their jit
 functions live at module level) and are loaded on first use by :func:`kernels.get_kernel`.
@@ -29,17 +36,19 @@ functions live at module level) and are loaded on first use by :func:`kernels.ge
 from __future__ import annotations
 
 import abc
-import hashlib
-import inspect
 import math
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tunex.errors import ConfigError, SpaceError
 from tunex.space import Space
-from tunex.trial import Config
+from tunex.targets._triton_common import device_facts
+from tunex.targets._triton_common import source_hash as _source_hash
+from tunex.trial import Config, Workload
+
+if TYPE_CHECKING:
+    from tunex.autotune import Autotuned
 
 __all__ = ["BUCKETS", "Kernel", "next_pow2"]
 
@@ -67,8 +76,9 @@ class Kernel(abc.ABC):
     """A tunable Triton kernel with its space, reference and problem key.
 
     Subclasses set :attr:`name`, :attr:`dims`, :attr:`dtypes` (first is the default) and
-    :attr:`buckets`, and implement the abstract methods. Instances are stateless and cheap;
-    the registry keeps one per kernel.
+    :attr:`buckets`, :attr:`dtype_arg` (and :attr:`dim_args`, :attr:`heuristics` where
+    needed), and implement the abstract methods. Instances are cheap and hold no state but
+    their :attr:`tuned` launcher, made on first use; the registry keeps one per kernel.
     """
 
     #: Registry name (``tunex search NAME``).
@@ -82,6 +92,16 @@ class Kernel(abc.ABC):
     #: Tolerances of :meth:`check` per dtype: ``(rtol, atol)``.
     tolerances: ClassVar[Mapping[str, tuple[float, float]]] = {
         "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2), "float32": (1e-4, 1e-4)}
+    #: The argument of :attr:`fn` that carries each dim, where it is not the dim's own name
+    #: (softmax: ``{"M": "n_rows", "N": "n_cols"}``). Every dim must be an argument: the
+    #: runtime dispatch is keyed on them.
+    dim_args: ClassVar[Mapping[str, str]] = {}
+    #: The tensor argument of :attr:`fn` whose dtype is the problem's ``dtype``.
+    dtype_arg: ClassVar[str]
+    #: Constexpr arguments computed from the other arguments and the config (e.g. flash
+    #: attention's ``EVEN``): ``name -> f(args by name)``. :meth:`ordered_args` adds them, and
+    #: :attr:`tuned` applies them with ``triton.heuristics`` once the config is picked.
+    heuristics: ClassVar[Mapping[str, Callable[[Mapping[str, Any]], Any]]] = {}
 
     # -- the jit function -----------------------------------------------------------------------
 
@@ -92,13 +112,11 @@ class Kernel(abc.ABC):
 
     @cached_property
     def source_hash(self) -> str:
-        """sha256 of the kernel module's source: changes whenever the kernel code changes."""
-        module = sys.modules[type(self).__module__]
-        try:
-            text = inspect.getsource(module)
-        except (OSError, TypeError):  # frozen or generated module: hash the jit source
-            text = getattr(self.fn, "src", repr(self.fn))
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        """sha256 (16 hex digits) of the jit function's source from its ``def`` on: changes
+        whenever the kernel's code changes, and is what ``@tunex.autotune`` computes for the
+        same function (:func:`tunex.targets._triton_common.source_hash`). Edits elsewhere in
+        the module (the space, docs) keep tuned configs valid."""
+        return _source_hash(self.fn)
 
     # -- space ----------------------------------------------------------------------------------
 
@@ -164,6 +182,69 @@ class Kernel(abc.ABC):
         """The concrete problem built and measured for a (bucketed) key: the key itself."""
         return dict(key)
 
+    def call_problem(self, named: Mapping[str, Any]) -> dict[str, Any]:
+        """The problem key of a launch of :attr:`fn` from its arguments by name: the dims
+        (through :attr:`dim_args`) and the dtype of :attr:`dtype_arg`, through
+        :meth:`problem_key`, so it equals the key offline tuning records for that problem."""
+        values = {d: named[self.dim_args.get(d, d)] for d in self.dims}
+        values["dtype"] = named[self.dtype_arg].dtype
+        return self.problem_key(values)
+
+    # -- runtime: the kernel under @tunex.autotune ----------------------------------------------
+
+    def autotune(self, **options: Any) -> Autotuned:
+        """:attr:`fn` under ``@tunex.autotune``, declared by this kernel (a new object).
+
+        Space: :meth:`space`, bound per problem and device with :meth:`bind` (device limits
+        from the GPU the call runs on; none under Triton's interpreter). Key: the dims'
+        arguments; the workload's problem: :meth:`call_problem`; name: :attr:`name`.
+        ``options`` are the decorator's other options (``mode``, ``db``, ``listener``, ...).
+        """
+        from tunex.autotune import autotune
+
+        fn = self.fn
+        if self.heuristics:
+            import triton
+
+            fn = triton.heuristics(dict(self.heuristics))(fn)
+        key = [self.dim_args.get(d, d) for d in self.dims]
+        return autotune(space=self.space(), key=key, problem=self.call_problem,
+                        bind=self._bind_workload, name=self.name, **options)(fn)
+
+    @cached_property
+    def tuned(self) -> Autotuned:
+        """The :class:`~tunex.autotune.Autotuned` that :meth:`launch` runs, with the decorator's
+        defaults (mode ``never`` unless ``TUNEX_MODE`` says otherwise, the database of
+        ``TUNEX_DB``, packs from :func:`tunex.autotune.load_packs` or ``TUNEX_PACKS``)."""
+        return self.autotune()
+
+    def _bind_workload(self, space: Space, workload: Workload) -> Space:
+        return self.bind(space, self.representative(workload.problem),
+                         device_facts(workload.target))
+
+    @cached_property
+    def _launch_names(self) -> tuple[str, ...]:
+        """The arguments a launch passes (every one but the config's and the heuristics'),
+        in the jit function's order; they lead its parameter list."""
+        names = list(self.fn.arg_names)
+        tuned = set(self.space().names) | set(self.heuristics)
+        lead = [n for n in names if n not in tuned]
+        if names[:len(lead)] != lead:
+            raise TypeError(f"{self.name}: the tuned parameters {sorted(tuned)} must come last "
+                            f"in the kernel's parameters {names}")
+        return tuple(lead)
+
+    def launch(self, inputs: Mapping[str, Any], problem: Mapping[str, Any]) -> tuple[Any, ...]:
+        """Launch through :attr:`tuned` (the config the database, a pack or the default gives
+        for the problem's workload) and return the outputs.
+
+        ``problem`` holds the concrete dims (not bucketed); :meth:`args` gets an empty config,
+        so it must give every argument but the space's parameters and :attr:`heuristics`.
+        """
+        args = self.args(inputs, problem, {})
+        self.tuned[lambda meta: self.grid(problem, meta)](*[args[n] for n in self._launch_names])
+        return self.outputs(inputs)
+
     # -- running --------------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -181,7 +262,9 @@ class Kernel(abc.ABC):
     @abc.abstractmethod
     def args(self, inputs: Mapping[str, Any], problem: Mapping[str, Any],
              config: Mapping[str, Any]) -> dict[str, Any]:
-        """Every argument of :attr:`fn` by name, constexprs included."""
+        """Every argument of :attr:`fn` by name, constexprs included, but those of
+        :attr:`heuristics`; the config's parameters come from ``config`` alone (an empty
+        config gives the arguments of a :meth:`launch`)."""
 
     @abc.abstractmethod
     def grid(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[int, ...]:
@@ -216,6 +299,8 @@ class Kernel(abc.ABC):
             TypeError: :meth:`args` misses a parameter or names one the function lacks.
         """
         args = self.args(inputs, problem, config)
+        for name, rule in self.heuristics.items():
+            args[name] = rule(args)
         names = list(self.fn.arg_names)
         if set(args) != set(names):
             raise TypeError(f"{self.name}: args() gives {sorted(args)}, the kernel takes "

@@ -18,7 +18,7 @@ import triton.language as tl
 from kernels._base import Kernel, next_pow2, torch_dtype
 from tunex.space import Choice, Int, Pow2, Space
 
-__all__ = ["FlashAttention", "attn_fwd_kernel"]
+__all__ = ["FlashAttention", "attn_fwd_kernel", "even_blocks", "flash_attention"]
 
 @triton.jit
 def attn_fwd_kernel(Q, K, V, Out, sm_scale,
@@ -26,9 +26,10 @@ def attn_fwd_kernel(Q, K, V, Out, sm_scale,
                     stride_kz, stride_kh, stride_kn, stride_kd,
                     stride_vz, stride_vh, stride_vn, stride_vd,
                     stride_oz, stride_oh, stride_om, stride_od,
-                    H, N_CTX,
+                    Z, H, N_CTX,
                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     EVEN: tl.constexpr):
+    # Z (batch) sizes the grid; it is an argument so the autotune key holds it
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = (off_hz // H).to(tl.int64)
@@ -79,6 +80,13 @@ def attn_fwd_kernel(Q, K, V, Out, sm_scale,
     else:
         tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
 
+
+def even_blocks(args: Mapping[str, Any]) -> bool:
+    """``EVEN``: both blocks divide the sequence, so no load or store needs a mask."""
+    n = args["N_CTX"]
+    return bool(n % args["BLOCK_M"] == 0 and n % args["BLOCK_N"] == 0)
+
+
 class FlashAttention(Kernel):
     """Attention forward on ``q, k, v`` of shape ``[Z, H, N_CTX, D]`` (batch, heads, sequence,
     head dim), fp16 or bf16.
@@ -91,6 +99,9 @@ class FlashAttention(Kernel):
 
     name = "flash_attention"
     dims = ("Z", "H", "N_CTX", "D")
+    dim_args = {"D": "HEAD_DIM"}
+    dtype_arg = "Q"
+    heuristics = {"EVEN": even_blocks}
     dtypes = ("float16", "bfloat16")
     buckets = {"N_CTX": "pow2"}
     tolerances = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -145,9 +156,8 @@ class FlashAttention(Kernel):
         for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
             dims = ("z", "h", "n" if name in "kv" else "m", "d")
             out.update({f"stride_{name}{d}": s for d, s in zip(dims, t.stride())})
-        out.update(H=problem["H"], N_CTX=n, HEAD_DIM=problem["D"],
-                   BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                   EVEN=n % config["BLOCK_M"] == 0 and n % config["BLOCK_N"] == 0)
+        out.update(Z=problem["Z"], H=problem["H"], N_CTX=n, HEAD_DIM=problem["D"],
+                   **self.constexprs(config))
         return out
 
     def grid(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[int, ...]:
@@ -168,3 +178,20 @@ class FlashAttention(Kernel):
     def bytes(self, problem: Mapping[str, Any]) -> float:
         z, h, n, d = (problem[x] for x in ("Z", "H", "N_CTX", "D"))
         return 2.0 * 4 * z * h * n * d
+
+
+_KERNEL = FlashAttention()
+
+
+def flash_attention(q: Any, k: Any, v: Any) -> Any:
+    """``softmax(q k^T / sqrt(D)) v`` (not causal) for fp16 or bf16 ``q, k, v`` of shape
+    ``[Z, H, N_CTX, D]`` (a new tensor), with the config tunex resolved for this shape's
+    workload (the database's, a pack's, or the default; see :func:`kernels.matmul.matmul`)."""
+    if q.ndim != 4 or tuple(k.shape) != tuple(q.shape) or tuple(v.shape) != tuple(q.shape) \
+            or not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"flash_attention needs q, k, v of one shape [Z, H, N_CTX, D] and one "
+                         f"dtype, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    z, h, n, d = q.shape
+    out = q.new_empty(q.shape)
+    return _KERNEL.launch({"q": q, "k": k, "v": v, "o": out},
+                          {"Z": z, "H": h, "N_CTX": n, "D": d})[0]

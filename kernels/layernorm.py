@@ -16,14 +16,15 @@ import triton.language as tl
 from kernels._base import Kernel, next_pow2, torch_dtype
 from tunex.space import Choice, Pow2, Space
 
-__all__ = ["LayerNorm", "layernorm_kernel"]
+__all__ = ["LayerNorm", "layernorm", "layernorm_kernel"]
 
 EPS = 1e-5
 
 
 @triton.jit
-def layernorm_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, stride, N, eps,
+def layernorm_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, stride, M, N, eps,
                      BLOCK_N: tl.constexpr):
+    # one program per row: M (the grid) is an argument so the autotune key holds it
     row = tl.program_id(0)
     y_ptr += row.to(tl.int64) * stride
     x_ptr += row.to(tl.int64) * stride
@@ -60,6 +61,7 @@ class LayerNorm(Kernel):
 
     name = "layernorm"
     dims = ("M", "N")
+    dtype_arg = "x_ptr"
     dtypes = ("float16", "bfloat16", "float32")
     buckets = {"M": "pow2"}
     tolerances = {"float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2), "float32": (1e-4, 1e-4)}
@@ -106,7 +108,8 @@ class LayerNorm(Kernel):
         x = inputs["x"]
         return {"x_ptr": x, "y_ptr": inputs["y"], "w_ptr": inputs["w"], "b_ptr": inputs["b"],
                 "mean_ptr": inputs["mean"], "rstd_ptr": inputs["rstd"], "stride": x.stride(0),
-                "N": problem["N"], "eps": EPS, **self.constexprs(config)}
+                "M": problem["M"], "N": problem["N"], "eps": float(problem.get("eps", EPS)),
+                **self.constexprs(config)}
 
     def grid(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[int, ...]:
         return (problem["M"],)
@@ -129,3 +132,23 @@ class LayerNorm(Kernel):
     def bytes(self, problem: Mapping[str, Any]) -> float:
         esize = 4 if problem.get("dtype") == "float32" else 2
         return esize * (2.0 * problem["M"] * problem["N"] + 2 * problem["N"]) + 8 * problem["M"]
+
+
+_KERNEL = LayerNorm()
+
+
+def layernorm(x: Any, weight: Any, bias: Any, eps: float = EPS) -> Any:
+    """Layer norm over the rows of a 2-D fp16, bf16 or fp32 tensor with ``weight`` and
+    ``bias`` of its row length (a new tensor), with the config tunex resolved for this shape's
+    workload (the database's, a pack's, or the default; see :func:`kernels.matmul.matmul`)."""
+    if x.ndim != 2 or tuple(weight.shape) != (x.shape[1],) or tuple(bias.shape) != (x.shape[1],):
+        raise ValueError(f"layernorm needs x[M, N], weight[N] and bias[N], got "
+                         f"{tuple(x.shape)}, {tuple(weight.shape)}, {tuple(bias.shape)}")
+    import torch
+
+    x, weight, bias = x.contiguous(), weight.contiguous(), bias.contiguous()
+    m, n = x.shape
+    inputs = {"x": x, "w": weight, "b": bias, "y": x.new_empty((m, n)),
+              "mean": x.new_empty((m,), dtype=torch.float32),
+              "rstd": x.new_empty((m,), dtype=torch.float32)}
+    return _KERNEL.launch(inputs, {"M": m, "N": n, "eps": eps})[0]

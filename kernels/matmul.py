@@ -16,7 +16,7 @@ import triton.language as tl
 from kernels._base import Kernel, next_pow2, torch_dtype
 from tunex.space import Choice, Int, Pow2, Space
 
-__all__ = ["Matmul", "TUTORIAL_CONFIGS", "matmul_kernel"]
+__all__ = ["TUTORIAL_CONFIGS", "Matmul", "matmul", "matmul_kernel"]
 
 
 @triton.jit
@@ -78,6 +78,7 @@ class Matmul(Kernel):
 
     name = "matmul"
     dims = ("M", "N", "K")
+    dtype_arg = "a_ptr"
     dtypes = ("float16", "bfloat16")
     # Activations vary in M (batch x tokens); weights fix N and K.
     buckets = {"M": "pow2"}
@@ -150,3 +151,28 @@ class Matmul(Kernel):
     def bytes(self, problem: Mapping[str, Any]) -> float:
         m, n, k = problem["M"], problem["N"], problem["K"]
         return 2.0 * (m * k + k * n + m * n)
+
+
+_KERNEL = Matmul()
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """``a @ b`` for row-major (any strides) 2-D fp16 or bf16 tensors, with the config tunex
+    resolved for this shape's workload: the database's best, else a loaded pack's, else the
+    space's default (see :func:`tunex.autotune.autotune`; ``TUNEX_MODE=on_miss`` tunes a new
+    workload). A new shape in a known bucket (``M`` by powers of two) costs a dict lookup.
+
+    The workload is the one ``tunex search matmul --target triton_gpu --shape M=..,N=..,K=..``
+    records on the same device, so its results are used here.
+
+    Raises:
+        ValueError: the shapes or dtypes do not match.
+        ConfigError: a dtype the kernel does not support.
+    """
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or a.dtype != b.dtype:
+        raise ValueError(f"matmul needs a[M, K] and b[K, N] of one dtype, got "
+                         f"{tuple(a.shape)} {a.dtype} and {tuple(b.shape)} {b.dtype}")
+    m, k = a.shape
+    n = b.shape[1]
+    c = a.new_empty((m, n))
+    return _KERNEL.launch({"a": a, "b": b, "c": c}, {"M": m, "N": n, "K": k})[0]

@@ -15,7 +15,7 @@ import triton.language as tl
 from kernels._base import Kernel, next_pow2, torch_dtype
 from tunex.space import Choice, Pow2, Space
 
-__all__ = ["Softmax", "softmax_kernel"]
+__all__ = ["Softmax", "softmax", "softmax_kernel"]
 
 
 @triton.jit
@@ -45,6 +45,8 @@ class Softmax(Kernel):
 
     name = "softmax"
     dims = ("M", "N")
+    dim_args = {"M": "n_rows", "N": "n_cols"}
+    dtype_arg = "x_ptr"
     dtypes = ("float16", "bfloat16", "float32")
     buckets = {"M": "pow2"}
 
@@ -100,3 +102,18 @@ class Softmax(Kernel):
     def bytes(self, problem: Mapping[str, Any]) -> float:
         esize = 4 if problem.get("dtype") == "float32" else 2
         return 2.0 * esize * problem["M"] * problem["N"]
+
+
+_KERNEL = Softmax()
+
+
+def softmax(x: Any) -> Any:
+    """Softmax over the last dimension of a 2-D fp16, bf16 or fp32 tensor (a new tensor), with
+    the config tunex resolved for this shape's workload (the database's, a pack's, or the
+    default; see :func:`kernels.matmul.matmul`)."""
+    if x.ndim != 2:
+        raise ValueError(f"softmax needs x[M, N], got shape {tuple(x.shape)}")
+    if x.stride(1) != 1:
+        x = x.contiguous()
+    y = x.new_empty(x.shape)
+    return _KERNEL.launch({"x": x, "y": y}, {"M": x.shape[0], "N": x.shape[1]})[0]

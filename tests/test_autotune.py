@@ -314,6 +314,32 @@ def test_space_problem_sizes_come_from_the_key(db_path: Path) -> None:
     assert {c["BLOCK"] for c in bench.calls} == {32, 64, 128}
 
 
+def test_problem_and_bind_options_name_the_workload_and_bind_the_space(db_path: Path) -> None:
+    # as the library kernels use them: the workload's problem is the kernel's own key, and the
+    # space reads a derived value; the dispatch cache is still keyed on n and the dtypes
+    binds: list[Any] = []
+
+    def problem(named: Any) -> dict[str, Any]:
+        return {"size": tunex.bucket.pow2(named["n"]), "dtype": str(named["x"].dtype)[6:]}
+
+    def bind(space: Space, workload: Any) -> Space:
+        binds.append(dict(workload.problem))
+        return space.bind(LIMIT=workload.problem["size"] // 2)
+
+    space = Space([Pow2("BLOCK", 32, 1024)], ["BLOCK <= LIMIT"], problem=["LIMIT"])
+    bench = FakeBench()
+    k = tunex.autotune(space=space, key=["n"], problem=problem, bind=bind, mode="on_miss",
+                       db=str(db_path), bench=bench)(jit(add_kernel))
+    call_add(k, 200)  # size 256: BLOCK in 32..128
+    assert k.last.workload.problem == {"size": 256, "dtype": "float32"}
+    assert k.last.key == {"n": 200} and k.last.source == "tuned"
+    assert {c["BLOCK"] for c in bench.calls} == {32, 64, 128}
+    call_add(k, 150)  # the same workload: resolved from the process, bound once
+    assert k.last.source == "cache" and binds == [{"size": 256, "dtype": "float32"}]
+    call_add(k, 200)  # known raw key: the hot path
+    assert k.tunings == 1
+
+
 def test_budget_in_seconds(db_path: Path) -> None:
     def slow(call: Callable[[], Any], config: Config) -> list[float]:
         time.sleep(0.3)

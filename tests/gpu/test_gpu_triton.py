@@ -60,7 +60,7 @@ def gpu() -> TritonGPUTarget:
 def test_fingerprint_and_facts_name_the_device(gpu: TritonGPUTarget) -> None:
     fp = gpu.fingerprint()
     name = torch.cuda.get_device_name()
-    assert fp["device"] == name and fp["cuda"] != "none"
+    assert fp["device"] == name and set(fp) == {"device", "arch", "triton"}
     cap = torch.cuda.get_device_capability()
     assert fp["arch"] == f"sm_{cap[0]}{cap[1]}"
     assert gpu.facts()["sm_count"] == torch.cuda.get_device_properties(0).multi_processor_count
@@ -87,6 +87,7 @@ def test_measure_default_and_sampled_configs(gpu: TritonGPUTarget, name: str) ->
         assert m.status is Status.OK, (c, m.error)
         assert len(m.times_ms) >= 5 and all(t > 0 for t in m.times_ms)
         assert m.facts["tflops"] > 0 and m.facts["n_regs"] > 0
+        assert m.facts["cuda"] == torch.version.cuda  # a fact (pack provenance), not the key
 
 
 def test_matmul_bf16_and_ragged_shape(gpu: TritonGPUTarget) -> None:
@@ -101,6 +102,38 @@ def test_jit_launch_matches_reference(gpu: TritonGPUTarget) -> None:
     inputs = k.make_inputs(problem, device="cuda")
     got = k.run(inputs, problem, TUTORIAL_CONFIGS[2])
     assert k.check(got, k.reference(inputs, problem), "float16") is None
+
+
+def test_launcher_runs_the_config_the_target_recorded(
+        gpu: TritonGPUTarget, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # what `tunex search matmul --target triton_gpu` records is what kernels.matmul.matmul uses
+    from kernels.matmul import matmul
+    from tunex.autotune import add_listener, remove_listener
+    from tunex.db import Database
+
+    space, wl = gpu.prepare("matmul", {"M": 200, "N": 256, "K": 128})
+    default, best = space.default(), None
+    for c in space:
+        if c != default and (m := gpu.measure(gpu.build(wl, c))).ok:
+            best = c
+            break
+    assert best is not None
+    with Database(tmp_path / "t.db") as db:
+        db.record(wl, m)
+    for var in ("TUNEX_MODE", "TUNEX_PACKS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TUNEX_DB", str(tmp_path / "t.db"))
+    seen: list = []
+    listener = add_listener(seen.append)
+    try:
+        a = torch.randn(200, 128, device="cuda", dtype=torch.float16)
+        b = torch.randn(128, 256, device="cuda", dtype=torch.float16)
+        c = matmul(a, b)
+    finally:
+        remove_listener(listener)
+    sel = [s for s in seen if s.kernel == "matmul"][-1]
+    assert sel.workload == wl and sel.source == "db" and sel.config == best
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=5e-2)
 
 
 def test_wrong_result_is_recorded(gpu: TritonGPUTarget) -> None:

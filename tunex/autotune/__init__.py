@@ -19,10 +19,14 @@ It is a drop-in for ``triton.autotune`` too: ``@tunex.autotune(configs=[triton.C
 key=["M", "N"], reset_to_zero=[...], restore_value=[...], pre_hook=..., post_hook=...,
 prune_configs_by={...})``.
 
-**Workload.** A call's workload is the kernel (name and sha256 of its source), its key after
-bucketing (each key argument through its bucket function, tensors by dtype, plus the dtypes of
-the tensor arguments of the first call unless ``dtypes=False``) and the device fingerprint
-(device name, architecture, Triton version). Two calls with the same workload share a config.
+**Workload.** A call's workload is the kernel (name and sha256 of its source from ``def`` on),
+its key after bucketing (each key argument through its bucket function, tensors by dtype, plus
+the dtypes of the tensor arguments of the first call unless ``dtypes=False``; or what
+``problem=`` makes of the call's arguments) and the device fingerprint (device name,
+architecture, Triton version). Two calls with the same workload share a config. The source hash
+and the fingerprint come from :mod:`tunex.targets._triton_common`, shared with the
+``triton_gpu`` target, so the library kernels' launchers (``kernels.matmul.matmul(a, b)``...)
+find what ``tunex search KERNEL --target triton_gpu`` recorded on the same device.
 
 **Hot path.** A known key costs one tuple build and one dict lookup before
 ``kernel[grid](...)``'s own launch: no I/O, no tuning, no logging.
@@ -82,6 +86,7 @@ from tunex.autotune._runtime import (
     remove_listener,
 )
 from tunex.space import Space
+from tunex.trial import Workload
 
 __all__ = [
     "MODES",
@@ -124,6 +129,8 @@ def autotune(
     model: str | os.PathLike[str] | None = None,
     seed: int | None = 0,
     remeasure: int = 1,
+    problem: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    bind: Callable[[Space, Workload], Space] | None = None,
 ) -> Callable[[Any], Autotuned]:
     """Decorate a ``@triton.jit`` kernel (put ``@tunex.autotune(...)`` above ``@triton.jit``).
 
@@ -156,6 +163,14 @@ def autotune(
         seed: seed of the search strategy and model sampling.
         remeasure: after the search, measure the configs within 3% of the best this many times
             more (their runs are pooled), so one noisy timing does not pick the winner.
+        problem: ``problem(named_args) -> dict``: the workload's problem key from the call's
+            arguments by name, instead of the bucketed key and dtypes (bucketing is then its
+            own). It must read only the ``key`` arguments and the dtypes of tensor arguments:
+            the dispatch cache is keyed on those. The library kernels use it so their key is
+            :meth:`kernels.Kernel.problem_key`, the key offline tuning records.
+        bind: ``bind(space, workload) -> Space``: the space bound to a workload's problem and
+            device, for spaces whose constraints read values other than the key's (device
+            limits, derived sizes); called once per problem and device.
 
     Raises:
         ConfigError: a bad space, key, mode or hook name (at decoration time).
@@ -167,7 +182,7 @@ def autotune(
             reset_to_zero=reset_to_zero, restore_value=restore_value, pre_hook=pre_hook,
             post_hook=post_hook, prune_configs_by=prune_configs_by, do_bench=do_bench,
             bench=bench, warmup=warmup, rep=rep, listener=listener, dtypes=dtypes,
-            model=model, seed=seed, remeasure=remeasure)
+            model=model, seed=seed, remeasure=remeasure, problem=problem, bind=bind)
 
     return decorate
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import math
 import os
@@ -19,6 +18,8 @@ from tunex.autotune import bucket as B
 from tunex.autotune._tune import TuningMixin, best_in
 from tunex.errors import ConfigError, DatabaseError, TunexError
 from tunex.space import Choice, Constraint, Space
+from tunex.targets._triton_common import base_function as _base_function
+from tunex.targets._triton_common import source_hash
 from tunex.trial import Config, Workload
 
 __all__ = ["Autotuned"]
@@ -32,32 +33,6 @@ _CONFIG_LIST_PRODUCT_LIMIT = 100_000
 
 Bench = Callable[[Callable[[], Any], Config], Sequence[float]]
 Entry = tuple[dict[str, Any], Any]  # (launch kwargs, per-call hook or None)
-
-
-def _base_function(fn: Any) -> Any:
-    base = fn
-    while not inspect.isfunction(base):
-        inner = getattr(base, "fn", None)
-        if inner is None:
-            raise ConfigError(f"@tunex.autotune must decorate a @triton.jit kernel, got {fn!r}")
-        base = inner
-    return base
-
-
-def source_hash(fn: Any) -> str:
-    """sha256 (16 hex digits) of the kernel's source from its ``def`` on (decorators left out),
-    the same under Triton's JIT and its interpreter."""
-    base = _base_function(fn)
-    try:
-        src = textwrap.dedent(inspect.getsource(base))
-    except (OSError, TypeError):
-        src = getattr(fn, "src", "") or base.__code__.co_code.hex()
-    lines = src.splitlines()
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith("def "):
-            src = "\n".join(lines[i:])
-            break
-    return hashlib.sha256(src.encode("utf-8")).hexdigest()[:16]
 
 
 def _plain(value: Any) -> Any:
@@ -138,7 +113,9 @@ class Autotuned(TuningMixin):
                  do_bench: Callable[..., Any] | None, bench: Bench | None, warmup: int,
                  rep: int, listener: Callable[[R.Selection], None] | None, dtypes: bool,
                  model: str | os.PathLike[str] | None, seed: int | None,
-                 remeasure: int = 1) -> None:
+                 remeasure: int = 1,
+                 problem: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+                 bind: Callable[[Space, Workload], Space] | None = None) -> None:
         from tunex.tuner import Budget
 
         if (configs is None) == (space is None):
@@ -167,6 +144,8 @@ class Autotuned(TuningMixin):
         self.warmup_ms, self.rep_ms = warmup, rep
         self._do_bench, self._bench = do_bench, bench
         self.prune_configs_by = dict(prune_configs_by or {})
+        self._problem_fn = problem
+        self._bind_fn = bind
 
         # configs and space
         self._tconfigs: dict[Config, Any] = {}
@@ -417,7 +396,11 @@ class Autotuned(TuningMixin):
     # -- resolving -----------------------------------------------------------------------------
 
     def workload(self, named: Mapping[str, Any]) -> tuple[Workload, dict[str, Any]]:
-        """The workload of a call's named arguments, and its key before bucketing."""
+        """The workload of a call's named arguments, and its key before bucketing.
+
+        The problem is the bucketed key plus the tensor arguments' dtypes, or what
+        ``problem=`` makes of the named arguments.
+        """
         problem: dict[str, Any] = {}
         raw: dict[str, Any] = {}
         v: Any
@@ -427,9 +410,12 @@ class Autotuned(TuningMixin):
                 v = v.dtype
             raw[n] = _plain(v)
             problem[n] = _plain(self._buckets[n](v))
-        for n in self._dtype_names or ():
-            v = named.get(n)
-            problem[f"{n}.dtype"] = _plain(v.dtype) if hasattr(v, "dtype") else None
+        if self._problem_fn is not None:
+            problem = dict(self._problem_fn(named))
+        else:
+            for n in self._dtype_names or ():
+                v = named.get(n)
+                problem[f"{n}.dtype"] = _plain(v.dtype) if hasattr(v, "dtype") else None
         return Workload(self.name, self.kernel_hash, problem,
                         R.fingerprint(self.interpreted)), raw
 
@@ -439,6 +425,9 @@ class Autotuned(TuningMixin):
             return space
         k = canonical_problem(workload)
         hit = self._bound_spaces.get(k)
+        if hit is None and self._bind_fn is not None:
+            hit = self._bind_fn(space, workload)
+            self._bound_spaces[k] = hit
         if hit is None:
             values = {n: workload.problem[n] for n in space.problem
                       if n in workload.problem and n not in space.bound}
@@ -589,9 +578,10 @@ class Autotuned(TuningMixin):
 
 
 def canonical_problem(workload: Workload) -> str:
+    """What a bound space depends on: the problem key and the device."""
     from tunex.trial import canonical_json
 
-    return canonical_json(workload.problem)
+    return canonical_json([workload.problem, workload.target])
 
 
 def _innermost(fn: Any) -> Any:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tunex.db.packs import Pack, load_pack
 from tunex.errors import ConfigError, DatabaseError
+from tunex.targets._triton_common import device_fingerprint, toolchain_facts
 from tunex.trial import Config, Workload
 
 if TYPE_CHECKING:
@@ -166,61 +167,13 @@ def loaded_packs() -> list[Pack]:
 
 # -- device ------------------------------------------------------------------------------------
 
-_fingerprints: dict[Any, dict[str, Any]] = {}
+#: The device fingerprint of a workload: device name, architecture, Triton version, read once
+#: per device (:func:`tunex.targets._triton_common.device_fingerprint`; the ``triton_gpu``
+#: target builds its own with the same function).
+fingerprint = device_fingerprint
 
-
-def fingerprint(interpreted: bool = False) -> dict[str, Any]:
-    """The device fingerprint of a workload: device name, architecture, Triton version.
-
-    ``{"device": "NVIDIA H200", "arch": "sm_90", "triton": "3.6.0"}`` on a GPU (the current
-    CUDA device); ``{"device": "cpu", "arch": "interpreter", ...}`` under Triton's interpreter.
-    """
-    try:
-        import triton
-
-        version = str(triton.__version__)
-    except ImportError:  # pragma: no cover - the decorator needs triton anyway
-        version = "none"
-    index: Any = "interpreter"
-    if not interpreted:
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                index = torch.cuda.current_device()
-        except ImportError:  # pragma: no cover
-            pass
-    with _lock:
-        hit = _fingerprints.get(index)
-        if hit is not None:
-            return hit
-        if index == "interpreter":
-            fp = {"device": "cpu", "arch": "interpreter", "triton": version}
-        else:
-            import torch
-
-            props = torch.cuda.get_device_properties(index)
-            if getattr(torch.version, "hip", None):
-                arch = str(getattr(props, "gcnArchName", "gfx")).split(":")[0]
-            else:
-                arch = f"sm_{props.major}{props.minor}"
-            fp = {"device": str(props.name), "arch": arch, "triton": version}
-        _fingerprints[index] = fp
-        return fp
-
-
-def env_facts() -> dict[str, Any]:
-    """Toolchain facts stored with each tuned trial (packs' provenance reads ``cuda``)."""
-    out: dict[str, Any] = {}
-    try:
-        import torch
-
-        out["torch"] = str(torch.__version__)
-        if torch.version.cuda:
-            out["cuda"] = str(torch.version.cuda)
-    except ImportError:  # pragma: no cover
-        pass
-    return out
+#: Toolchain versions stored with each tuned trial, not in the key (pack provenance reads ``cuda``).
+env_facts = toolchain_facts
 
 
 # -- databases ---------------------------------------------------------------------------------

@@ -17,7 +17,15 @@ holds every repeat; tunex takes the median and spread.
 Create it with ``make_target("triton_gpu")`` (the visible GPU), ``make_target("triton_gpu:sm_90")``
 (build for sm_90; measuring then needs a GPU of that architecture), and options after ``?``:
 ``repeats``, ``warmup_ms``, ``flush_mb``, ``graphs``, ``check``, ``max_spill_bytes``, ``smem``,
-``load`` (e.g. ``triton_gpu?repeats=50&graphs=1``).
+``load``, ``device`` (e.g. ``triton_gpu?repeats=50&graphs=1``).
+
+Workloads (:meth:`TritonGPUTarget.prepare`) are named as ``@tunex.autotune`` names them at
+runtime: the kernel's source hash and the device fingerprint (device name, architecture, Triton
+version) come from :mod:`tunex.targets._triton_common`, and the problem is the kernel's
+:meth:`~kernels.Kernel.problem_key`, which the library kernels' launchers use too. So what
+``tunex search`` records on a GPU, and packs exported from it, are found by
+``kernels.matmul.matmul(a, b)`` on the same device. The torch and CUDA versions are facts of
+each measurement (pack provenance lists CUDA), not part of the key.
 """
 
 from __future__ import annotations
@@ -41,23 +49,18 @@ from typing import Any
 from tunex.errors import TargetError
 from tunex.space import Space
 from tunex.targets._base import Target
+from tunex.targets._triton_common import (
+    ARCH_FACTS,
+    arch_facts,
+    make_fingerprint,
+    toolchain_facts,
+    visible_gpu,
+)
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 __all__ = ["ARCH_FACTS", "MeasureOptions", "TritonBinary", "TritonGPUTarget", "parse_arch"]
 
 log = logging.getLogger("tunex.triton_gpu")
-
-#: Per-architecture limits used when no GPU is visible (and to check a visible one):
-#: opt-in shared memory per block (bytes), SMs of the flagship part, registers per SM, L2 bytes.
-ARCH_FACTS: dict[int, dict[str, float]] = {
-    70: {"smem": 98304, "sm_count": 80, "regs_per_sm": 65536, "l2_bytes": 6 << 20},
-    75: {"smem": 65536, "sm_count": 72, "regs_per_sm": 65536, "l2_bytes": 6 << 20},
-    80: {"smem": 166912, "sm_count": 108, "regs_per_sm": 65536, "l2_bytes": 40 << 20},
-    86: {"smem": 101376, "sm_count": 84, "regs_per_sm": 65536, "l2_bytes": 6 << 20},
-    89: {"smem": 101376, "sm_count": 128, "regs_per_sm": 65536, "l2_bytes": 72 << 20},
-    90: {"smem": 232448, "sm_count": 132, "regs_per_sm": 65536, "l2_bytes": 50 << 20},
-    100: {"smem": 232448, "sm_count": 148, "regs_per_sm": 65536, "l2_bytes": 126 << 20},
-}
 
 _INSTALL_HINT = ("install torch and triton (scripts/install-triton.sh, or "
                  "pip install 'tunex[triton]')")
@@ -215,6 +218,11 @@ class TritonGPUTarget(Target):
             :class:`MeasureOptions`.
         max_spill_bytes: prune a build whose spills use more local memory than this per thread.
         smem: shared memory per block to prune against (default: the device's or the arch's).
+        device: the device name the fingerprint states (default: the visible GPU's, as
+            ``torch.cuda.get_device_properties(i).name`` gives it, when it is of ``arch``; else
+            ``"sm_90 (ahead of time)"``). Name the GPU that will measure when building where it
+            is not visible (e.g. ``triton_gpu:sm_90?device=NVIDIA H200`` on a CPU head node),
+            so the rows match what ``@tunex.autotune`` looks up on that GPU.
 
     Raises:
         TargetError: triton/torch are not installed, or no arch is given and no GPU is visible.
@@ -226,10 +234,11 @@ class TritonGPUTarget(Target):
     def __init__(self, arch: str | int | None = None, *, repeats: int = 20,
                  warmup_ms: float = 10.0, flush_mb: int = 256, graphs: bool = False,
                  check: bool = True, max_time_ms: float = 200.0, max_spill_bytes: int = 256,
-                 smem: int | None = None, load: str = "binary") -> None:
+                 smem: int | None = None, load: str = "binary",
+                 device: str | None = None) -> None:
         try:
-            import torch
-            import triton
+            import torch  # noqa: F401
+            import triton  # noqa: F401
         except ImportError as e:
             raise TargetError(f"the triton_gpu target needs {e.name}: {_INSTALL_HINT}") from None
         if load not in ("binary", "jit"):
@@ -240,44 +249,26 @@ class TritonGPUTarget(Target):
                                       check=bool(check), max_time_ms=float(max_time_ms),
                                       load=load)
         self.max_spill_bytes = int(max_spill_bytes)
-        gpu = self._visible_gpu(torch)
+        gpu = visible_gpu()  # a broken driver counts as no GPU; measure says so
         if arch is None:
             if gpu is None:
                 raise TargetError("no CUDA GPU is visible to torch; to build ahead of time name "
                                   "an architecture (triton_gpu:sm_90), and measure on a "
                                   "machine with an NVIDIA GPU")
-            arch = gpu["arch"]
+            arch = gpu["capability"]
         self.arch = parse_arch(arch)
-        base = dict(ARCH_FACTS.get(self.arch, ARCH_FACTS[80]))
+        base = arch_facts(self.arch, gpu)
         self.device_name: str | None = None
-        if gpu is not None and gpu["arch"] == self.arch:
+        if gpu is not None and gpu["capability"] == self.arch:
             self.device_name = gpu["name"]
-            base.update({k: v for k, v in gpu.items() if k in base and v})
+        if device:
+            self.device_name = str(device)
         if smem is not None:
             base["smem"] = int(smem)
         self._facts = base
-        self._fingerprint = {
-            "device": self.device_name or f"sm_{self.arch} (ahead of time)",
-            "arch": f"sm_{self.arch}",
-            "triton": triton.__version__,
-            "torch": torch.__version__.split("+")[0],
-            "cuda": torch.version.cuda or "none",
-        }
+        self._fingerprint = make_fingerprint(
+            self.device_name or f"sm_{self.arch} (ahead of time)", f"sm_{self.arch}")
         self._state: _DeviceState | None = None
-
-    @staticmethod
-    def _visible_gpu(torch: Any) -> dict[str, Any] | None:
-        try:
-            if not torch.cuda.is_available():
-                return None
-            p = torch.cuda.get_device_properties(torch.cuda.current_device())
-        except Exception:  # a broken driver counts as no GPU; measure says so
-            return None
-        return {"arch": p.major * 10 + p.minor, "name": p.name,
-                "sm_count": p.multi_processor_count,
-                "smem": getattr(p, "shared_memory_per_block_optin", 0),
-                "l2_bytes": getattr(p, "L2_cache_size", 0),
-                "regs_per_sm": getattr(p, "regs_per_multiprocessor", 0)}
 
     # Device state (tensors, CUDA events, loaded kernels) lives only in the measuring process;
     # worker processes get the target without it.
@@ -287,6 +278,8 @@ class TritonGPUTarget(Target):
     # -- Target contract ------------------------------------------------------------------------
 
     def fingerprint(self) -> Mapping[str, Any]:
+        """Device name, architecture and Triton version: what ``@tunex.autotune`` reads on the
+        same device (:func:`tunex.targets._triton_common.make_fingerprint`)."""
         return dict(self._fingerprint)
 
     def facts(self) -> Mapping[str, float]:
@@ -305,7 +298,10 @@ class TritonGPUTarget(Target):
         """The kernel's space bound to ``problem`` and this device, and the workload.
 
         ``kernel`` is a :class:`kernels.Kernel` or its name; ``problem`` holds its dims (and
-        ``dtype``). The workload's problem is the kernel's bucketed key.
+        ``dtype``). The workload is the one the kernel's autotuned launcher
+        (:attr:`kernels.Kernel.tuned`) looks up for a call of that problem on this device:
+        the kernel's name and source hash, its bucketed :meth:`~kernels.Kernel.problem_key`,
+        and :meth:`fingerprint`.
         """
         from kernels import get_kernel
 
@@ -437,6 +433,7 @@ class _DeviceState:
         self.expected: tuple[Any, ...] = ()
         self.checked: set[str] = set()
         self.tmp = tempfile.mkdtemp(prefix="tunex-cubin-")
+        self.toolchain = toolchain_facts()  # torch and CUDA versions: facts, not the key
 
     def close(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -474,7 +471,7 @@ class _DeviceState:
         torch = self.torch
         config, workload = artifact.config, artifact.workload
         start = time.time()
-        facts = dict(artifact.facts)
+        facts = {**self.toolchain, **artifact.facts}
 
         def failed(status: Status, error: str) -> Measurement:
             return Measurement.failed(config, status, _short(error), facts=facts,
