@@ -115,6 +115,15 @@ TRANSFER_PAIRS = [  # (source, destination): same kernel, another GPU
     ("dedispersion/A100", "dedispersion/MI250X"),
     ("gemm_clblast/RTX_2080_Ti", "gemm_clblast/RTX_Titan"),
 ]
+KT_NOTES = {  # how these Kernel Tuner strategies spend their budget (from its 1.5.0 source)
+    "kt:dual_annealing": "passes `max_fevals` to SciPy's `dual_annealing` as `maxfun`, which "
+    "counts every call (repeats and points the restrictions exclude included), so its runs end "
+    "well before the budget of measured configs",
+    "kt:simulated_annealing": "its cooling schedule reaches `T_min` after 75% of `max_fevals` "
+    "unique configs, so runs end at 150 of 200",
+    "kt:genetic_algorithm": "re-evaluates surviving population members (served from the cache, "
+    "free), hence several proposals per trial; a run ends early when its generations run out",
+}
 LEVELS = (0.95, 0.99)
 EARLY = 100  # "share of runs within 95% by trial 100"
 OVERHEAD = {"history": 1000, "timed": 100, "total": 2000}
@@ -694,8 +703,10 @@ def report(results: Results, facts: dict[str, dict[str, Any]], spaces: list[str]
     kt_short = [st for st in present if st.startswith("kt:") and any(
         r["end"] != "budget" for by in data.values() for r in by.get(st, []))]
     if kt_short:
-        out += ["", "Kernel Tuner strategies that stop before the budget on their own "
-                    "(`trials used` < budget): " + ", ".join(strategy_order(kt_short)) + "."]
+        out += ["", "Kernel Tuner strategies that stop before the budget on their own in some "
+                    "runs (`trials used` < budget): " + ", ".join(strategy_order(kt_short))
+                + "."]
+        out += [f"- {st}: {KT_NOTES[st]}." for st in strategy_order(kt_short) if st in KT_NOTES]
     tt = transfer_table(results, seeds, budget)
     if tt:
         out += ["", "### Transfer (`model`, warm start from another GPU's 200-trial search)",
