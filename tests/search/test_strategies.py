@@ -128,3 +128,10 @@ def test_optuna_never_sends_excluded_or_repeated_points():
         st.tell([Measurement(c, Status.OK, (float(c["bx"]),)) for c in b])
     assert sorted(got, key=lambda c: c["bx"]) == sorted(s, key=lambda c: c["bx"])
     assert st.proposals >= len(got)
+
+
+def test_qmc_seeds_give_different_sequences():
+    s = space()
+    a = get_strategy("optuna:qmc", s, seed=0).ask(4)
+    b = get_strategy("optuna:qmc", s, seed=1).ask(4)
+    assert a != b

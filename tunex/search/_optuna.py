@@ -45,7 +45,7 @@ def _sampler(variant: str, seed: int | None) -> optuna.samplers.BaseSampler:
             raise StrategyError("optuna:gp needs torch: pip install 'tunex[gp]'") from e
         return s.GPSampler(seed=seed)
     if variant == "qmc":
-        return s.QMCSampler(seed=seed, warn_independent_sampling=False)
+        return s.QMCSampler(seed=seed, scramble=True, warn_independent_sampling=False)
     if variant == "random":
         return s.RandomSampler(seed=seed)
     raise StrategyError(
