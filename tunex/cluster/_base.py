@@ -11,7 +11,12 @@ from tunex.errors import TargetError
 from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
-__all__ = ["Executor", "failed_build", "run_trial"]
+__all__ = ["Executor", "failed_build", "failure_status", "run_trial"]
+
+
+def failure_status(kind: str, otherwise: Status) -> Status:
+    """Status of a trial whose worker answered ``kind``: "timeout", "lost", or an error."""
+    return {"timeout": Status.TIMEOUT, "lost": Status.WORKER_LOST}.get(kind, otherwise)
 
 
 def failed_build(artifact: Artifact, worker: str | None = None) -> Measurement:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tunex.cluster._base import Executor, failed_build, run_trial
+from tunex.cluster._base import Executor, failed_build, failure_status, run_trial
 from tunex.errors import TargetError
 from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
@@ -162,8 +162,7 @@ class LocalExecutor(Executor):
             elif kind == "fatal":
                 fut.set_exception(value)
             else:
-                status = {"timeout": Status.TIMEOUT, "lost": Status.WORKER_LOST}.get(
-                    kind, Status.COMPILE_ERROR)
+                status = failure_status(kind, Status.COMPILE_ERROR)
                 error = value or f"build exceeded {self.options.build_timeout:g} s"
                 fut.set_result(Measurement.failed(config, status, error, worker=worker.name,
                                                   started_at=start))
@@ -183,8 +182,7 @@ class LocalExecutor(Executor):
             elif kind == "fatal":
                 fut.set_exception(value)
             else:
-                status = {"timeout": Status.TIMEOUT, "lost": Status.WORKER_LOST}.get(
-                    kind, Status.RUNTIME_ERROR)
+                status = failure_status(kind, Status.RUNTIME_ERROR)
                 error = value or f"measurement exceeded {self.options.measure_timeout:g} s"
                 fut.set_result(Measurement.failed(art.config, status, error, worker="device",
                                                   compile_ms=art.compile_ms, started_at=start))

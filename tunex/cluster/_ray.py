@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from tunex.cluster._base import Executor, failed_build
+from tunex.cluster._base import Executor, failed_build, failure_status
 from tunex.errors import ClusterError, TargetError
 from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
@@ -147,8 +147,7 @@ class RayExecutor(Executor):
         kind, art = self._wait(self._build_task.remote(self._target_ref, workload, config),
                                opt.build_timeout)
         if kind != "ok":
-            status = {"timeout": Status.TIMEOUT, "lost": Status.WORKER_LOST}.get(
-                kind, Status.COMPILE_ERROR)
+            status = failure_status(kind, Status.COMPILE_ERROR)
             return Measurement.failed(config, status,
                                       art or f"build exceeded {opt.build_timeout:g} s",
                                       worker="ray-build", started_at=start)
@@ -164,8 +163,7 @@ class RayExecutor(Executor):
         if kind == "ok":
             return m.replace(started_at=start, compile_ms=m.compile_ms if m.compile_ms is not None
                              else art.compile_ms)
-        status = {"timeout": Status.TIMEOUT, "lost": Status.WORKER_LOST}.get(
-            kind, Status.RUNTIME_ERROR)
+        status = failure_status(kind, Status.RUNTIME_ERROR)
         return Measurement.failed(config, status,
                                   m or f"measurement exceeded {opt.measure_timeout:g} s",
                                   worker=f"ray-device{i}", compile_ms=art.compile_ms,
