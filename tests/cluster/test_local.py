@@ -46,7 +46,7 @@ W = Workload("slow")
 @pytest.fixture(scope="module")
 def executor():
     t = SlowTarget()
-    ex = LocalExecutor(t, LocalOptions(build_workers=2, build_timeout=3, measure_timeout=3))
+    ex = LocalExecutor(t, LocalOptions(build_workers=2, build_timeout=10, measure_timeout=10))
     yield t, ex
     ex.close()
 

@@ -28,7 +28,7 @@ def test_unreachable_cluster_is_a_clear_error():
 def ray_executor():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     t = SlowTarget()
-    ex = RayExecutor(t, RayOptions(build_timeout=5, measure_timeout=5, gpus_per_device=0))
+    ex = RayExecutor(t, RayOptions(build_timeout=20, measure_timeout=20, gpus_per_device=0))
     yield t, ex
     ex.close()
     ray.shutdown()
@@ -40,6 +40,6 @@ def test_failures_of_every_kind_become_measurements(ray_executor):
              Config(a=2, b=0): Status.WORKER_LOST, Config(a=3, b=0): Status.COMPILE_ERROR,
              Config(a=4, b=1): Status.TIMEOUT, Config(a=5, b=2): Status.WORKER_LOST}
     futs = {c: ex.submit(t, W, c) for c in cases}
-    got = {c: f.result(timeout=120).status for c, f in futs.items()}
+    got = {c: f.result(timeout=180).status for c, f in futs.items()}
     assert got == cases
     assert ex.submit(t, W, Config(a=6, b=0)).result(timeout=60).ok  # replaced actor works
