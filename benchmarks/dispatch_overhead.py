@@ -40,6 +40,7 @@ import triton.language as tl
 
 import tunex
 from kernels.matmul import matmul_kernel as _library_matmul
+from kernels.matmul import tutorial_triton_configs as tutorial_configs
 from tunex.space import Choice, Pow2, Space
 
 
@@ -51,29 +52,6 @@ def tiny(x_ptr, n, BLOCK: tl.constexpr):
 # The library's matmul (the Triton tutorial's kernel) as a plain function, so that each
 # autotuner below wraps a JIT object of its own.
 matmul_kernel = _library_matmul.fn
-
-
-def tutorial_configs() -> list[Any]:
-    """The 8 fp16 configs of Triton's matmul tutorial (03-matrix-multiplication)."""
-    C = triton.Config
-    return [
-        C({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=3,
-          num_warps=8),
-        C({"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4,
-          num_warps=4),
-        C({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4,
-          num_warps=4),
-        C({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4,
-          num_warps=4),
-        C({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4,
-          num_warps=4),
-        C({"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4,
-          num_warps=4),
-        C({"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=5,
-          num_warps=2),
-        C({"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=5,
-          num_warps=2),
-    ]
 
 
 def _cpu_model() -> str:

@@ -263,13 +263,11 @@ def autotune_matmul(shape: tuple[int, int, int], harness: Harness) -> dict[str, 
     import torch
     import triton
 
-    from kernels.matmul import TUTORIAL_CONFIGS, matmul_kernel
+    from kernels.matmul import matmul_kernel, tutorial_triton_configs
 
     m, n, k = shape
     fn = triton.jit(matmul_kernel.fn)  # a new JITFunction: no in-memory compile cache
-    configs = [triton.Config({x: c[x] for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")},
-                             num_warps=c["num_warps"], num_stages=c["num_stages"])
-               for c in TUTORIAL_CONFIGS]
+    configs = tutorial_triton_configs()
     tuned = triton.autotune(configs=configs, key=["M", "N", "K"])(fn)
     a = torch.randn((m, k), device="cuda", dtype=torch.float16)
     b = torch.randn((k, n), device="cuda", dtype=torch.float16)

@@ -16,7 +16,7 @@ import triton.language as tl
 from kernels._base import Kernel, next_pow2, torch_dtype
 from tunex.space import Choice, Int, Pow2, Space
 
-__all__ = ["TUTORIAL_CONFIGS", "Matmul", "matmul", "matmul_kernel"]
+__all__ = ["TUTORIAL_CONFIGS", "Matmul", "matmul", "matmul_kernel", "tutorial_triton_configs"]
 
 
 @triton.jit
@@ -63,6 +63,13 @@ TUTORIAL_CONFIGS: tuple[dict[str, int], ...] = tuple(
                           (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (128, 32, 32, 4, 4),
                           (64, 32, 32, 5, 2), (32, 64, 32, 5, 2)]
 )
+
+
+def tutorial_triton_configs() -> list[triton.Config]:
+    """:data:`TUTORIAL_CONFIGS` as ``triton.Config`` objects, for ``triton.autotune``."""
+    return [triton.Config({k: c[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")},
+                          num_warps=c["num_warps"], num_stages=c["num_stages"])
+            for c in TUTORIAL_CONFIGS]
 
 
 class Matmul(Kernel):

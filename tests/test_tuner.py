@@ -92,9 +92,6 @@ def test_interrupted_search_resumes_without_repeating(tmp_path):
     w = Workload("toy", target=target.fingerprint())
     path = tmp_path / "t.db"
 
-    class Boom(Exception):
-        pass
-
     def stop_at_7(m, number):
         if number == 7:
             raise KeyboardInterrupt

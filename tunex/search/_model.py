@@ -66,7 +66,6 @@ class ModelSearch(SearchStrategy):
         self._order: list[Config] = []  # candidates by descending score, from the last fit
         self._pos = 0
         self._told_at_fit = -1
-        self._fits = 0
         self._rows: dict[Config, np.ndarray] = {}
 
     # -- transfer -------------------------------------------------------------------------------
@@ -123,7 +122,6 @@ class ModelSearch(SearchStrategy):
             X = np.vstack([X, oX[sel]])
             y = np.concatenate([y, oy[sel]])
             g = np.concatenate([g, og[sel]])
-        self._fits += 1
         model = GBMRanker(random_state=int(self.rng.integers(2**31)), **self.model_options)
         model.fit(X, y, g)
         cands = self._candidates()

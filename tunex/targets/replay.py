@@ -107,20 +107,18 @@ class ReplayTarget(Target):
 
     def _space(self, doc: Mapping[str, Any], definition: str | Path | None) -> Space:
         name = str(doc.get("kernel_name") or self.path.stem)
-        if doc.get("restrictions") is not None:
-            params = [Choice(k, v, ordered=True) for k, v in self.values.items() if len(v) > 1]
-            consts = {k: v[0] for k, v in self.values.items() if len(v) == 1}
-            return Space(params, doc["restrictions"], problem=list(consts), bound=consts,
-                         name=name)
-        t1 = Path(definition) if definition else _find_definition(self.path, self.keys)
+        restrictions = doc.get("restrictions")
+        t1 = None
+        if restrictions is None:
+            t1 = Path(definition) if definition else _find_definition(self.path, self.keys)
         if t1 is not None:
-            s = Space.from_t1(t1, values=self.values)
             # T1 constants the data does not record (e.g. a fixed GEMMK) stay bound constants
+            s = Space.from_t1(t1, values=self.values)
             s.name = name
             return s
         params = [Choice(k, v, ordered=True) for k, v in self.values.items() if len(v) > 1]
         consts = {k: v[0] for k, v in self.values.items() if len(v) == 1}
-        return Space(params, problem=list(consts), bound=consts, name=name)
+        return Space(params, restrictions or (), problem=list(consts), bound=consts, name=name)
 
     def workload(self) -> Workload:
         """The workload this recording measured."""
