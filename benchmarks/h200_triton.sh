@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The H200 runs behind benchmarks/RESULTS.md "## Triton on the H200", for the device tool.
-# Phase A: GPU test suite, matmul space recording, flash-attention benchmark.
-# Phase B: matmul benchmark (tunex vs triton.autotune vs cuBLAS), using phase A's recordings
-#          (committed under benchmarks/data/).
+# Phase A: GPU test suite, flash-attention benchmark (with RECORD=1 first the matmul space
+#          recording committed under benchmarks/data/).
+# Phase B: matmul benchmark (tunex vs triton.autotune vs cuBLAS), using the recordings; the
+#          shapes MxNxK,... in SHAPES (default: all four), BUDGET seconds per kernel.
 # Phase C: checks only (GPU suite, an exhaustive search through the `tunex` command).
 # Run from the repository root, with the tunex dependencies carried as wheels in .whl/
 # (../shared/tools/device-wheels.sh optuna lightgbm sqlalchemy alembic colorlog mako greenlet
@@ -29,11 +30,13 @@ python3 benchmarks/triton_gpu.py smoke --load binary 2>&1 | tee -a "$log" || loa
 echo "load=$load" | tee -a "$log"
 case "$phase" in
 A)
-    timeout 130 python3 -m pytest -m gpu tests -q -p no:cacheprovider --continue-on-collection-errors 2>&1 | tee -a "$log"
-    python3 benchmarks/triton_gpu.py record --load $load --out "$OUT/data" --workers "$workers" \
-        --deadline 270 2>&1 | tee -a "$log"
+    timeout 200 python3 -m pytest -m gpu tests -q -p no:cacheprovider --continue-on-collection-errors 2>&1 | tee -a "$log"
+    if [ "${RECORD:-0}" = 1 ]; then
+        python3 benchmarks/triton_gpu.py record --load $load --out "$OUT/data" --workers "$workers" \
+            --deadline 270 2>&1 | tee -a "$log"
+    fi
     python3 benchmarks/triton_gpu.py bench --load $load --only attention --out "$OUT" --workers "$workers" \
-        --fa-budget 25 --deadline 130 2>&1 | tee -a "$log"
+        --fa-budget "${FA_BUDGET:-40}" --deadline 300 2>&1 | tee -a "$log"
     ;;
 C)  # checks only: the GPU suite and a search through the CLI
     timeout 200 python3 -m pytest -m gpu tests -q -p no:cacheprovider --continue-on-collection-errors 2>&1 | tee -a "$log"
@@ -42,6 +45,7 @@ C)  # checks only: the GPU suite and a search through the CLI
     ;;
 B)
     python3 benchmarks/triton_gpu.py bench --load $load --only matmul --out "$OUT" --workers "$workers" \
-        --budget "${BUDGET:-60}" --recorded benchmarks/data --deadline 540 2>&1 | tee -a "$log"
+        --budget "${BUDGET:-60}" --shapes "${SHAPES:-}" --recorded benchmarks/data --deadline 540 \
+        2>&1 | tee -a "$log"
     ;;
 esac

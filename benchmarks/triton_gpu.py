@@ -9,11 +9,13 @@ Subcommands (run on the GPU machine; write JSON under --out):
     Shapes share compiled binaries (same specialisation), so the space compiles once.
 
 ``bench``
-    matmul fp16 per shape: tunex (``model`` strategy, --budget seconds, a cold Triton cache)
-    against ``triton.autotune`` over the Triton tutorial's 8 configs (cold cache) and
+    matmul fp16 per shape: tunex (``model`` strategy, --budget seconds per library kernel of
+    --kernels, a cold Triton cache; its pick is the kernel whose search found the fastest
+    config) against ``triton.autotune`` over the Triton tutorial's 8 configs (cold cache) and
     torch.matmul (cuBLAS). Flash-attention forward fp16 per shape: tunex (--fa-budget)
     against torch's scaled_dot_product_attention. The winners are timed side by side with one
-    harness (L2 flushed before each repeat, CUDA events, median). With --recorded, the time
+    harness (L2 flushed before each repeat, CUDA events, median), in interleaved rounds whose
+    order rotates, so clock drift during the run falls on every contender. With --recorded, the time
     tunex took to reach 97% of the recorded space's optimum is reported next to what
     triton.autotune would need for the whole space as a config list (its measured cost per
     config times the space size).
@@ -92,6 +94,21 @@ class Harness:
             e.record()
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+    def compare(self, fns: Mapping[str, Callable[[], Any]], rounds: int = 6,
+                repeats: int = 10) -> dict[str, list[float]]:
+        """Times several callables side by side: ``rounds`` rounds, each timing every callable
+        ``repeats`` times (after a short warm-up) in an order rotated round by round, so a
+        clock that drifts over the run (boost, power or thermal limits) weighs on all alike."""
+        names = list(fns)
+        out: dict[str, list[float]] = {n: [] for n in names}
+        for n in names:  # first warm-up: every contender reaches steady clocks once
+            self.time(fns[n], repeats=1, warmup_ms=25.0)
+        for r in range(rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for n in order:
+                out[n] += self.time(fns[n], repeats=repeats, warmup_ms=5.0)
+        return out
 
 
 def stats(times: Sequence[float], flops: float) -> dict[str, Any]:
@@ -349,50 +366,77 @@ def cmd_bench(args: argparse.Namespace) -> int:
         mm_shapes = []
     if args.only == "matmul":
         fa_shapes = []
+    mm_kernels = [x for x in args.kernels.split(",") if x]
     for shape in mm_shapes:
-        if deadline - time.monotonic() < args.budget + 60:
+        if deadline - time.monotonic() < args.budget * len(mm_kernels) + 60:
             log("deadline: skipping matmul", shape)
             continue
         m, n, k = shape
         problem = mm.representative(mm.problem_key({"M": m, "N": n, "K": k}))
-        row: dict[str, Any] = {"shape": shape, "flops": mm.flops(problem)}
-        fresh_cache(f"tunex-{shape_name(shape)}")
-        target = make_target(f"triton_gpu?repeats=10&load={args.load}")
-        run = tune(target, "matmul", problem, strategy=args.strategy, seconds=args.budget,
-                   workers=args.workers, seed=args.seed)
-        target.close()
-        row["tunex"] = {k2: run[k2] for k2 in ("wall_s", "trials", "space_size", "stopped",
-                                               "failures", "best_config", "best_ms")}
-        row["tunex"]["timeline"] = run["timeline"]
+        row: dict[str, Any] = {"shape": shape, "flops": mm.flops(problem), "tunex_runs": {}}
+        runs = {}
+        for kname in mm_kernels:  # each library kernel tuned on its own, then the best is picked
+            fresh_cache(f"tunex-{kname}-{shape_name(shape)}")
+            target = make_target(f"triton_gpu?repeats=10&load={args.load}")
+            runs[kname] = tune(target, kname, problem, strategy=args.strategy,
+                               seconds=args.budget, workers=args.workers, seed=args.seed)
+            target.close()
+            row["tunex_runs"][kname] = {
+                k2: runs[kname][k2] for k2 in ("wall_s", "trials", "space_size", "stopped",
+                                               "failures", "best_config", "best_ms", "timeline")}
+            row["tunex_runs"][kname]["failed"] = [  # which configs failed, and how
+                {"config": x["config"], "status": x["status"], "error": (x["error"] or "")[:300]}
+                for x in runs[kname]["measurements"] if x["status"] != "ok"]
+            log("tuned", kname, shape, runs[kname]["best_ms"], runs[kname]["best_config"])
+        # tunex's pick: the kernel whose search found the fastest config (in-search medians)
+        pick = min(runs, key=lambda x: runs[x]["best_ms"] or math.inf)
+        row["tunex"] = {**row["tunex_runs"][pick], "kernel": pick,
+                        "trials": sum(r["trials"] for r in runs.values()),
+                        "wall_s": sum(r["wall_s"] for r in runs.values())}
         fresh_cache(f"autotune-{shape_name(shape)}")
         row["autotune"] = autotune_matmul(shape, harness)
-        # side by side, one harness, same inputs
+        # side by side, one harness, same inputs, interleaved rounds
         inputs = mm.make_inputs(problem, device="cuda", seed=0)
         a, b, c = inputs["a"], inputs["b"], inputs["c"]
         want = mm.reference(inputs, problem)
-        for who in ("tunex", "autotune"):
-            cfg = row[who]["best_config"]
+        calls: dict[str, Callable[[], Any]] = {}
+        for who, kname, cfg in ([(f"tunex:{x}", x, row["tunex_runs"][x]["best_config"])
+                                 for x in runs]
+                                + [("autotune", "matmul", row["autotune"]["best_config"])]):
             if cfg is None:
                 continue
-            call = jit_call(mm, problem, cfg, inputs)
+            kern = get_kernel(kname)
+            call = jit_call(kern, problem, cfg, inputs)
+            c.fill_(math.nan)
             call()
             torch.cuda.synchronize()
-            row[who]["check"] = mm.check(mm.outputs(inputs), want, "float16")
-            row[who].update(stats(harness.time(call), row["flops"]))
-        cublas = functools.partial(torch.matmul, a, b, out=c)
-        row["cublas"] = stats(harness.time(cublas), row["flops"])
+            err = kern.check(kern.outputs(inputs), want, "float16")
+            (row["tunex_runs"][kname] if who.startswith("tunex") else row["autotune"])[
+                "check"] = err
+            calls[who] = call
+        calls["cublas"] = functools.partial(torch.matmul, a, b, out=c)
+        times = harness.compare(calls)
+        for who, ts in times.items():
+            if who.startswith("tunex:"):
+                row["tunex_runs"][who[6:]].update(stats(ts, row["flops"]))
+            else:
+                row.setdefault(who, {}).update(stats(ts, row["flops"]))
+        row["tunex"].update({k2: row["tunex_runs"][pick][k2] for k2 in
+                             ("median_ms", "iqr_rel", "tflops", "repeats", "check")
+                             if k2 in row["tunex_runs"][pick]})
         opt = recorded_optimum(recorded, shape)
-        if opt is not None:
+        if opt is not None and "matmul" in runs:
             row["recorded"] = opt
-            t97 = time_to_fraction(run["timeline"], opt["optimum_ms"], 0.97)
-            row["tunex"]["t97_s"] = t97
-            row["autotune_whole_space_s"] = row["autotune"]["per_config_s"] * run["space_size"]
+            t97 = time_to_fraction(runs["matmul"]["timeline"], opt["optimum_ms"], 0.97)
+            row["tunex_runs"]["matmul"]["t97_s"] = t97
+            row["autotune_whole_space_s"] = (row["autotune"]["per_config_s"]
+                                             * runs["matmul"]["space_size"])
         inputs, a, b, c, want = {}, None, None, None, ()  # free before the next shape
         torch.cuda.empty_cache()
         results["matmul"].append(row)
         save()
         log("matmul", shape, {w: row[w].get("tflops") for w in ("tunex", "autotune", "cublas")},
-            "t97", row["tunex"].get("t97_s"))
+            {x: r.get("tflops") for x, r in row["tunex_runs"].items()})
 
     fa = get_kernel("flash_attention")
     for shape in fa_shapes:
@@ -417,9 +461,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
             torch.cuda.synchronize()
             row["tunex"]["check"] = fa.check(fa.outputs(inputs), fa.reference(inputs, problem),
                                              "float16")
-            row["tunex"].update(stats(harness.time(call), row["flops"]))
         sdpa = functools.partial(torch.nn.functional.scaled_dot_product_attention, q, kk, v)
-        row["sdpa"] = stats(harness.time(sdpa), row["flops"])
+        calls = {"sdpa": sdpa}
+        if row["tunex"]["best_config"] is not None:
+            calls["tunex"] = call
+        for who, ts in harness.compare(calls).items():
+            row.setdefault(who, {}).update(stats(ts, row["flops"]))
         inputs, q, kk, v = {}, None, None, None  # free before the next shape
         torch.cuda.empty_cache()
         results["attention"].append(row)
@@ -436,7 +483,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     target = make_target(f"triton_gpu?repeats=5&load={args.load}")
     shapes = {"matmul": {"M": 512, "N": 512, "K": 512}, "softmax": {"M": 256, "N": 1000},
               "layernorm": {"M": 256, "N": 1000},
-              "flash_attention": {"Z": 1, "H": 2, "N_CTX": 256, "D": 64}}
+              "flash_attention": {"Z": 1, "H": 2, "N_CTX": 256, "D": 64},
+              "matmul_tma": {"M": 512, "N": 512, "K": 512}}
     bad = 0
     for name, shape in shapes.items():
         space, wl = target.prepare(name, shape)
@@ -457,15 +505,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         bench["matmul"] += doc.get("matmul", [])
         bench["attention"] += doc.get("attention", [])
     lines = []
-    lines.append("| matmul fp16 (M x N x K) | tunex TFLOP/s | triton.autotune TFLOP/s | "
-                 "cuBLAS TFLOP/s | tunex / cuBLAS | tunex / autotune | tunex trials, wall s | "
-                 "autotune trials, wall s |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+    lines.append("| matmul fp16 (M x N x K) | tunex TFLOP/s (kernel picked) | per kernel TFLOP/s "
+                 "| triton.autotune TFLOP/s | cuBLAS TFLOP/s | tunex / cuBLAS | tunex / autotune "
+                 "| tunex trials, wall s | autotune trials, wall s |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
     ratios = []
     for r in bench["matmul"]:
         t, a, c = r["tunex"], r["autotune"], r["cublas"]
         ratios.append(t["tflops"] / c["tflops"])
-        lines.append(f"| {shape_name(r['shape'])} | {t['tflops']:.1f} | {a['tflops']:.1f} | "
+        per = ", ".join(f"{x} {v['tflops']:.1f}" for x, v in r.get("tunex_runs", {}).items()
+                        if "tflops" in v) or "-"
+        lines.append(f"| {shape_name(r['shape'])} | {t['tflops']:.1f} ({t.get('kernel', 'matmul')})"
+                     f" | {per} | {a['tflops']:.1f} | "
                      f"{c['tflops']:.1f} | {t['tflops'] / c['tflops']:.2f} | "
                      f"{t['tflops'] / a['tflops']:.2f} | {t['trials']}, {t['wall_s']:.0f} | "
                      f"{a['trials']}, {a['wall_s']:.1f} |")
@@ -479,11 +530,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     for r in bench["matmul"]:
         if "recorded" not in r:
             continue
-        tl = r["tunex"]["timeline"]
-        t97 = r["tunex"].get("t97_s")
+        run = r.get("tunex_runs", {}).get("matmul", r["tunex"])  # the recorded kernel's search
+        tl = run["timeline"]
+        t97 = run.get("t97_s")
         n97 = trials_to_fraction(tl, r["recorded"]["optimum_ms"], 0.97)
-        lines.append(f"| {shape_name(r['shape'])} | {r['tunex']['space_size']} | "
-                     f"{r['recorded']['optimum_ms']:.4f} | {r['tunex']['best_ms']:.4f} | "
+        lines.append(f"| {shape_name(r['shape'])} | {run['space_size']} | "
+                     f"{r['recorded']['optimum_ms']:.4f} | {run['best_ms']:.4f} | "
                      f"{'not reached' if t97 is None else f'{t97:.1f} [{n97}]'} | "
                      f"{tl[0][0]:.1f} | {r['autotune']['per_config_s']:.2f} | "
                      f"{r['autotune_whole_space_s']:.0f} |")
@@ -560,6 +612,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--budget", type=float, default=180, help="tunex seconds per matmul shape")
     b.add_argument("--fa-budget", type=float, default=60, help="tunex seconds per FA shape")
     b.add_argument("--strategy", default="model")
+    b.add_argument("--kernels", default="matmul,matmul_tma",
+                   help="library matmul kernels tunex tunes per shape (each with --budget); "
+                        "its pick is the one whose search found the fastest config")
     b.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--recorded", default=None, help="folder of recorded spaces (record's out)")

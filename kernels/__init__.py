@@ -41,6 +41,7 @@ _REGISTRY: dict[str, str] = {
     "softmax": "kernels.softmax:Softmax",
     "layernorm": "kernels.layernorm:LayerNorm",
     "flash_attention": "kernels.flash_attention:FlashAttention",
+    "matmul_tma": "kernels.matmul_tma:MatmulTMA",
 }
 _INSTANCES: dict[str, Kernel] = {}
 

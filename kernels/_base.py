@@ -50,7 +50,7 @@ from tunex.trial import Config, Workload
 if TYPE_CHECKING:
     from tunex.autotune import Autotuned
 
-__all__ = ["BUCKETS", "Kernel", "next_pow2"]
+__all__ = ["BUCKETS", "Kernel", "install_allocator", "next_pow2"]
 
 #: Launch options of Triton that a space may hold; every other parameter is a constexpr.
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -59,6 +59,29 @@ LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 def next_pow2(n: int) -> int:
     """Smallest power of two >= ``n`` (1 for ``n <= 1``)."""
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def install_allocator() -> None:
+    """Give Triton a scratch allocator backed by torch, unless one is set already.
+
+    Kernels that make tensor descriptors on the device (``tl.make_tensor_descriptor``) need
+    global scratch memory for them at every launch; Triton asks the allocator set with
+    ``triton.set_allocator`` and fails without one. torch's caching allocator makes the
+    per-launch allocation cheap. An allocator the application set is left alone.
+    """
+    import triton
+    from triton.runtime import _allocation
+
+    if not isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+        return
+
+    def alloc(size: int, alignment: int, stream: Any) -> Any:
+        import torch
+
+        return torch.empty(size, dtype=torch.int8,
+                           device="cuda" if torch.cuda.is_available() else "cpu")
+
+    triton.set_allocator(alloc)
 
 
 #: Bucketing rules a kernel may declare per problem dimension.

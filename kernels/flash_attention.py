@@ -3,7 +3,12 @@
 FlashAttention-2's forward pass: each program owns ``BLOCK_M`` query rows of one (batch, head)
 and streams the keys and values in blocks of ``BLOCK_N``, keeping a running maximum and sum
 (online softmax) so the ``N x N`` score matrix never reaches memory. Exponentials are base 2
-with the scale folded in (one multiply per score).
+with the scale folded into the subtraction of the running maximum (one FMA per score).
+Two switches of the space, tuned like the block sizes: ``TMA`` moves Q, K and V through
+tensor descriptors (sm_90 and later) instead of pointer loads, and ``WARP_SPEC`` (with TMA)
+warp-specialises the key loop (producer warps load, consumer warps compute). Descriptors are
+made on the device, which needs Triton's scratch allocator
+(:func:`kernels._base.install_allocator`, called on import).
 """
 
 from __future__ import annotations
@@ -15,21 +20,23 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels._base import Kernel, next_pow2, torch_dtype
-from tunex.space import Choice, Int, Pow2, Space
+from kernels._base import Kernel, install_allocator, next_pow2, torch_dtype
+from tunex.space import Bool, Choice, Int, Pow2, Space
 
 __all__ = ["FlashAttention", "attn_fwd_kernel", "even_blocks", "flash_attention"]
 
 @triton.jit
 def attn_fwd_kernel(Q, K, V, Out, sm_scale,
-                    stride_qz, stride_qh, stride_qm, stride_qd,
-                    stride_kz, stride_kh, stride_kn, stride_kd,
-                    stride_vz, stride_vh, stride_vn, stride_vd,
-                    stride_oz, stride_oh, stride_om, stride_od,
+                    stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
+                    stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om,
                     Z, H, N_CTX,
                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    EVEN: tl.constexpr):
-    # Z (batch) sizes the grid; it is an argument so the autotune key holds it
+                    TMA: tl.constexpr, WARP_SPEC: tl.constexpr, EVEN: tl.constexpr):
+    # The head dim is contiguous in every tensor. With TMA, Q, K and V (contiguous) are read
+    # as [Z * H * N_CTX, HEAD_DIM] matrices through tensor descriptors; a block that runs
+    # past its head reads the next head's rows, which the key mask and the masked store keep
+    # out of the result. Z (batch) sizes the grid.
+    dtype = Out.dtype.element_ty
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = (off_hz // H).to(tl.int64)
@@ -37,64 +44,89 @@ def attn_fwd_kernel(Q, K, V, Out, sm_scale,
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
-    q_ptrs = (Q + off_z * stride_qz + off_h * stride_qh
-              + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd)
-    k_ptrs = (K + off_z * stride_kz + off_h * stride_kh
-              + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd)
-    v_ptrs = (V + off_z * stride_vz + off_h * stride_vh
-              + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd)
-    if EVEN:
-        q = tl.load(q_ptrs)
+    if TMA:
+        rows = Z * H * N_CTX
+        desc_q = tl.make_tensor_descriptor(Q, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
+                                           block_shape=[BLOCK_M, HEAD_DIM])
+        desc_k = tl.make_tensor_descriptor(K, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM])
+        desc_v = tl.make_tensor_descriptor(V, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM])
+        offset_y = off_hz * N_CTX
+        q = desc_q.load([offset_y + start_m * BLOCK_M, 0])
     else:
-        q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
+        q_ptrs = (Q + off_z * stride_qz + off_h * stride_qh
+                  + offs_m[:, None] * stride_qm + offs_d[None, :])
+        k_ptrs = (K + off_z * stride_kz + off_h * stride_kh
+                  + offs_n[None, :] * stride_kn + offs_d[:, None])
+        v_ptrs = (V + off_z * stride_vz + off_h * stride_vh
+                  + offs_n[:, None] * stride_vn + offs_d[None, :])
+        if EVEN:
+            q = tl.load(q_ptrs)
+        else:
+            q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504  # log2(e): exp(x) = exp2(x * log2(e))
-    for start_n in range(0, N_CTX, BLOCK_N):
-        if EVEN:
+    for start_n in tl.range(0, N_CTX, BLOCK_N, warp_specialize=WARP_SPEC):
+        if TMA:
+            k = desc_k.load([offset_y + start_n, 0]).T
+        elif EVEN:
             k = tl.load(k_ptrs)
         else:
             k = tl.load(k_ptrs, mask=(start_n + offs_n)[None, :] < N_CTX, other=0.0)
-        qk = tl.dot(q, k) * qk_scale
+        qk = tl.dot(q, k)
         if not EVEN:
             qk = tl.where((start_n + offs_n)[None, :] < N_CTX, qk, -1.0e6)
-        m_ij = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.math.exp2(qk - m_ij[:, None])
+        # the scale folded into the subtraction of the running maximum: one FMA per score
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
         alpha = tl.math.exp2(m_i - m_ij)
-        l_i = l_i * alpha + tl.sum(p, 1)
+        l_ij = tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        if EVEN:
+        if TMA:
+            v = desc_v.load([offset_y + start_n, 0])
+        elif EVEN:
             v = tl.load(v_ptrs)
         else:
             v = tl.load(v_ptrs, mask=(start_n + offs_n)[:, None] < N_CTX, other=0.0)
-        acc = tl.dot(p.to(v.dtype), v, acc)
+        acc = tl.dot(p.to(dtype), v, acc)
+        l_i = l_i * alpha + l_ij
         m_i = m_ij
-        k_ptrs += BLOCK_N * stride_kn
-        v_ptrs += BLOCK_N * stride_vn
+        if not TMA:
+            k_ptrs += BLOCK_N * stride_kn
+            v_ptrs += BLOCK_N * stride_vn
     acc = acc / l_i[:, None]
-    o_ptrs = (Out + off_z * stride_oz + off_h * stride_oh
-              + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od)
-    if EVEN:
-        tl.store(o_ptrs, acc.to(Out.dtype.element_ty))
+    if TMA and EVEN:
+        desc_o = tl.make_tensor_descriptor(Out, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
+                                           block_shape=[BLOCK_M, HEAD_DIM])
+        desc_o.store([offset_y + start_m * BLOCK_M, 0], acc.to(dtype))
     else:
-        tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
+        o_ptrs = (Out + off_z * stride_oz + off_h * stride_oh
+                  + offs_m[:, None] * stride_om + offs_d[None, :])
+        if EVEN:
+            tl.store(o_ptrs, acc.to(dtype))
+        else:
+            tl.store(o_ptrs, acc.to(dtype), mask=offs_m[:, None] < N_CTX)
 
 
 def even_blocks(args: Mapping[str, Any]) -> bool:
-    """``EVEN``: both blocks divide the sequence, so no load or store needs a mask."""
+    """``EVEN``: both blocks divide the sequence, so no key needs masking and the output is
+    stored whole through its descriptor."""
     n = args["N_CTX"]
     return bool(n % args["BLOCK_M"] == 0 and n % args["BLOCK_N"] == 0)
 
 
 class FlashAttention(Kernel):
-    """Attention forward on ``q, k, v`` of shape ``[Z, H, N_CTX, D]`` (batch, heads, sequence,
-    head dim), fp16 or bf16.
+    """Attention forward on ``q, k, v`` of shape ``[Z, H, N_CTX, D]`` (batch, heads,
+    sequence, head dim; contiguous), fp16 or bf16.
 
-    Space (4*4*2*4 = 128 points before constraints): ``BLOCK_M`` 32..256, ``BLOCK_N``
-    16..128, ``num_warps`` 4/8, ``num_stages`` 1..4. Constraints: Q and the pipelined K/V
-    blocks fit shared memory; at most 192 fp32 values (output accumulator and scores) per
-    thread; no block longer than the sequence.
+    Space (4*4*2*4*2*2 = 512 points before constraints): ``BLOCK_M`` 32..256, ``BLOCK_N``
+    16..128, ``num_warps`` 4/8, ``num_stages`` 1..4, ``TMA`` (descriptor loads, sm_90 and
+    later) and ``WARP_SPEC`` (warp-specialised key loop, with TMA only). Constraints: Q and
+    the pipelined K/V blocks fit shared memory; at most 192 fp32 values (output accumulator
+    and scores) per thread; no block longer than the sequence.
     """
 
     name = "flash_attention"
@@ -113,11 +145,13 @@ class FlashAttention(Kernel):
     def space(self) -> Space:
         return Space(
             [Pow2("BLOCK_M", 32, 256, default=128), Pow2("BLOCK_N", 16, 128, default=64),
-             Choice("num_warps", (4, 8), default=8), Int("num_stages", 1, 4, default=3)],
+             Choice("num_warps", (4, 8), default=8), Int("num_stages", 1, 4, default=3),
+             Bool("TMA", default=False), Bool("WARP_SPEC", default=False)],
             ["(BLOCK_M * D + 2 * BLOCK_N * D * num_stages) * ELT <= smem",
+             "TMA or not WARP_SPEC", "arch >= 90 or not TMA",
              "BLOCK_M * (D + BLOCK_N) <= 192 * 32 * num_warps",
              "BLOCK_M <= max(32, N_POW2)", "BLOCK_N <= max(16, N_POW2)"],
-            problem=["D", "smem", "ELT", "N_POW2"], name="flash_attention")
+            problem=["D", "smem", "ELT", "N_POW2", "arch"], name="flash_attention")
 
     def problem_key(self, problem: Mapping[str, Any]) -> dict[str, Any]:
         key = super().problem_key(problem)
@@ -150,14 +184,13 @@ class FlashAttention(Kernel):
     def args(self, inputs: Mapping[str, Any], problem: Mapping[str, Any],
              config: Mapping[str, Any]) -> dict[str, Any]:
         q, k, v, o = inputs["q"], inputs["k"], inputs["v"], inputs["o"]
-        n = problem["N_CTX"]
         out: dict[str, Any] = {"Q": q, "K": k, "V": v, "Out": o,
                                "sm_scale": 1.0 / math.sqrt(problem["D"])}
         for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
-            dims = ("z", "h", "n" if name in "kv" else "m", "d")
+            dims = ("z", "h", "n" if name in "kv" else "m")
             out.update({f"stride_{name}{d}": s for d, s in zip(dims, t.stride())})
-        out.update(Z=problem["Z"], H=problem["H"], N_CTX=n, HEAD_DIM=problem["D"],
-                   **self.constexprs(config))
+        out.update(Z=problem["Z"], H=problem["H"], N_CTX=problem["N_CTX"],
+                   HEAD_DIM=problem["D"], **self.constexprs(config))
         return out
 
     def grid(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[int, ...]:
@@ -180,17 +213,20 @@ class FlashAttention(Kernel):
         return 2.0 * 4 * z * h * n * d
 
 
+install_allocator()
 _KERNEL = FlashAttention()
 
 
 def flash_attention(q: Any, k: Any, v: Any) -> Any:
     """``softmax(q k^T / sqrt(D)) v`` (not causal) for fp16 or bf16 ``q, k, v`` of shape
     ``[Z, H, N_CTX, D]`` (a new tensor), with the config tunex resolved for this shape's
-    workload (the database's, a pack's, or the default; see :func:`kernels.matmul.matmul`)."""
+    workload (the database's, a pack's, or the default; see :func:`kernels.matmul.matmul`).
+    Non-contiguous inputs are copied first."""
     if q.ndim != 4 or tuple(k.shape) != tuple(q.shape) or tuple(v.shape) != tuple(q.shape) \
             or not q.dtype == k.dtype == v.dtype:
         raise ValueError(f"flash_attention needs q, k, v of one shape [Z, H, N_CTX, D] and one "
                          f"dtype, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    q, k, v = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v))
     z, h, n, d = q.shape
     out = q.new_empty(q.shape)
     return _KERNEL.launch({"q": q, "k": k, "v": v, "o": out},

@@ -27,10 +27,11 @@ SHAPES = {
     "softmax": {"M": 4096, "N": 3000},
     "layernorm": {"M": 4096, "N": 3000},
     "flash_attention": {"Z": 4, "H": 16, "N_CTX": 1024, "D": 64},
+    "matmul_tma": {"M": 4096, "N": 4096, "K": 4096},
 }
 
 
-def test_registry_has_the_four_kernels() -> None:
+def test_registry_has_the_library_kernels() -> None:
     assert set(SHAPES) <= set(available_kernels())
     with pytest.raises(ConfigError, match="unknown kernel"):
         get_kernel("no_such_kernel")
@@ -115,9 +116,18 @@ INTERPRET = {
     "layernorm": ({"M": 5, "N": 300}, [
         {"BLOCK_N": 128, "num_warps": 1, "num_stages": 1},
         {"BLOCK_N": 512, "num_warps": 4, "num_stages": 2}]),
+    # two heads and a ragged sequence: blocks run past a head into the next one's rows
     "flash_attention": ({"Z": 1, "H": 2, "N_CTX": 50, "D": 16}, [
-        {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1},
-        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}]),
+        {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "TMA": False,
+         "WARP_SPEC": False},
+        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "TMA": True,
+         "WARP_SPEC": True}]),
+    # more tiles than the interpreter's 4 programs (the persistent loop), ragged edges
+    "matmul_tma": ({"M": 100, "N": 72, "K": 136}, [
+        {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4,
+         "num_stages": 2, "SUBTILE": True, "WARP_SPEC": False, "FLATTEN": True},
+        {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 1, "num_warps": 4,
+         "num_stages": 3, "SUBTILE": False, "WARP_SPEC": True, "FLATTEN": False}]),
 }
 
 
