@@ -75,20 +75,33 @@ class Harness:
 
         self.torch = torch
         self.flush = torch.empty(flush_mb << 18, dtype=torch.int32, device="cuda")
+        # ~100 us at the SM clock: longer than one Python launch of a Triton kernel
+        mhz = torch.cuda.get_device_properties(0).clock_rate / 1e3 if hasattr(
+            torch.cuda.get_device_properties(0), "clock_rate") else 2000.0
+        self.sleep_cycles = int(100 * mhz)
 
     def time(self, fn: Callable[[], Any], repeats: int = 50, warmup_ms: float = 25.0
              ) -> list[float]:
+        """``repeats`` timings of ``fn`` (ms), each after an L2 flush.
+
+        The start event of each repeat is queued behind the flush and a short GPU sleep, so
+        the host has enqueued ``fn`` before the event fires: what is timed is the kernel, not
+        the Python launch of a small one (which takes longer than the flush on a slow host).
+        """
         torch = self.torch
         fn()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        while (time.perf_counter() - t0) * 1e3 < warmup_ms:
+        fn()
+        torch.cuda.synchronize()
+        one_ms = max((time.perf_counter() - t0) * 1e3, 1e-3)
+        for _ in range(max(1, min(1000, int(warmup_ms / one_ms)))):  # queued, not synced
             fn()
-            torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
         for s, e in zip(starts, ends):
             self.flush.zero_()
+            torch.cuda._sleep(self.sleep_cycles)
             s.record()
             fn()
             e.record()

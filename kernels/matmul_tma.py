@@ -42,8 +42,7 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 @triton.jit
 def matmul_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr, SUBTILE: tl.constexpr, WARP_SPEC: tl.constexpr,
-                      FLATTEN: tl.constexpr):
+                      GROUP_M: tl.constexpr, SUBTILE: tl.constexpr, FLATTEN: tl.constexpr):
     dtype = c_ptr.dtype.element_ty
     start_pid = tl.program_id(axis=0)
     programs = tl.num_programs(axis=0)
@@ -61,11 +60,10 @@ def matmul_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride
     else:
         c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
                                            block_shape=[BLOCK_M, BLOCK_N])
-    # the epilogue's tile counter is kept apart from the loop's, so a flattened or
-    # warp-specialised loop can run the next tile's loads ahead of this tile's store
+    # the epilogue's tile counter is kept apart from the loop's, so a flattened loop can run
+    # the next tile's loads ahead of this tile's store
     tile_id_c = start_pid - programs
-    for tile_id in tl.range(start_pid, num_tiles, programs, flatten=FLATTEN,
-                            warp_specialize=WARP_SPEC):
+    for tile_id in tl.range(start_pid, num_tiles, programs, flatten=FLATTEN):
         pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         offs_am = pid_m * BLOCK_M
         offs_bn = pid_n * BLOCK_N
@@ -107,15 +105,13 @@ class MatmulTMA(Matmul):
     """``C[M, N] = A[M, K] @ B[K, N]``, fp16 or bf16, row-major with the last dimension
     contiguous; a persistent TMA kernel for sm_90 and later.
 
-    Space (3*3*3*2*2*4*2*2*2 = 3,456 points before constraints): ``BLOCK_M``/``BLOCK_N`` in
+    Space (3*3*3*2*2*4*2*2 = 1,728 points before constraints): ``BLOCK_M``/``BLOCK_N`` in
     64..256, ``BLOCK_K`` 32..128, ``GROUP_M`` 1 or 8, ``num_warps`` 4/8, ``num_stages`` 2..5,
-    and three switches: ``SUBTILE`` (store C in two halves), ``WARP_SPEC`` (warp-specialised
-    tile loop) and ``FLATTEN`` (one pipeline across tiles). Constraints: the pipelined tiles
-    plus the epilogue's C tile fit shared memory; 32..128 fp32 accumulators per thread (256
-    with warp specialisation, whose consumer warps hold the accumulators); no tile more than
-    twice the problem along M or N; warp specialisation and flattening exclude each other and
-    subtiling goes with flattening, as on Hopper with Triton 3.6; TMA needs rows of 16 bytes
-    (``N`` and ``K`` multiples of 8).
+    and two switches: ``SUBTILE`` (store C in two halves) and ``FLATTEN`` (one pipeline
+    across tiles). Constraints: the pipelined tiles plus the epilogue's C tile fit shared
+    memory; 32..128 fp32 accumulators per thread; no tile more than twice the problem along
+    M or N; subtiling goes with flattening (as Triton's persistent-matmul tutorial prunes
+    for Hopper); TMA needs rows of 16 bytes (``N`` and ``K`` multiples of 8).
     """
 
     name = "matmul_tma"
@@ -123,11 +119,10 @@ class MatmulTMA(Matmul):
     CONSTRAINTS = (
         "(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * ELT * num_stages + BLOCK_M * BLOCK_N * ELT"
         " <= smem",
-        "BLOCK_M * BLOCK_N <= 128 * 32 * num_warps * (2 if WARP_SPEC else 1)",
+        "BLOCK_M * BLOCK_N <= 128 * 32 * num_warps",
         "BLOCK_M * BLOCK_N >= 32 * 32 * num_warps",
         "BLOCK_M <= max(64, 2 * M_POW2)",
         "BLOCK_N <= max(64, 2 * N_POW2)",
-        "not (WARP_SPEC and FLATTEN)",
         "FLATTEN or not SUBTILE",
         "N % 8 == 0 and K % 8 == 0",
     )
@@ -141,8 +136,7 @@ class MatmulTMA(Matmul):
             [Pow2("BLOCK_M", 64, 256, default=128), Pow2("BLOCK_N", 64, 256, default=128),
              Pow2("BLOCK_K", 32, 128, default=64), Choice("GROUP_M", (1, 8), default=8),
              Choice("num_warps", (4, 8), default=8), Int("num_stages", 2, 5, default=3),
-             Bool("SUBTILE", default=False), Bool("WARP_SPEC", default=False),
-             Bool("FLATTEN", default=True)],
+             Bool("SUBTILE", default=False), Bool("FLATTEN", default=True)],
             self.CONSTRAINTS, problem=["smem", "ELT", "M_POW2", "N_POW2", "N", "K"],
             name="matmul_tma")
 

@@ -125,9 +125,9 @@ INTERPRET = {
     # more tiles than the interpreter's 4 programs (the persistent loop), ragged edges
     "matmul_tma": ({"M": 100, "N": 72, "K": 136}, [
         {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4,
-         "num_stages": 2, "SUBTILE": True, "WARP_SPEC": False, "FLATTEN": True},
+         "num_stages": 2, "SUBTILE": True, "FLATTEN": True},
         {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 1, "num_warps": 4,
-         "num_stages": 3, "SUBTILE": False, "WARP_SPEC": True, "FLATTEN": False}]),
+         "num_stages": 3, "SUBTILE": False, "FLATTEN": False}]),
 }
 
 
