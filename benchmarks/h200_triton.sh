@@ -30,7 +30,7 @@ python3 benchmarks/triton_gpu.py smoke --load binary 2>&1 | tee -a "$log" || loa
 echo "load=$load" | tee -a "$log"
 case "$phase" in
 A)
-    timeout 200 python3 -m pytest -m gpu tests -q -p no:cacheprovider --continue-on-collection-errors 2>&1 | tee -a "$log"
+    timeout 200 python3 -m pytest -m gpu tests -q -rs -p no:cacheprovider --continue-on-collection-errors 2>&1 | tee -a "$log"
     if [ "${RECORD:-0}" = 1 ]; then
         python3 benchmarks/triton_gpu.py record --load $load --out "$OUT/data" --workers "$workers" \
             --deadline 270 2>&1 | tee -a "$log"
@@ -39,7 +39,7 @@ A)
         --fa-budget "${FA_BUDGET:-40}" --deadline 300 2>&1 | tee -a "$log"
     ;;
 C)  # checks only: the GPU suite and a search through the CLI
-    timeout 200 python3 -m pytest -m gpu tests -q -p no:cacheprovider --continue-on-collection-errors 2>&1 | tee -a "$log"
+    timeout 200 python3 -m pytest -m gpu tests -q -rs -p no:cacheprovider --continue-on-collection-errors 2>&1 | tee -a "$log"
     python3 -m tunex.cli search softmax --target "triton_gpu?load=$load" --shape M=4096,N=1000 \
         --strategy exhaustive --budget 60s --workers "$workers" --db /tmp/tunex-c.db -q 2>&1 | tee -a "$log"
     ;;

@@ -466,6 +466,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         target.close()
         row["tunex"] = {k2: run[k2] for k2 in ("wall_s", "trials", "space_size", "stopped",
                                                "failures", "best_config", "best_ms")}
+        row["tunex"]["failed"] = [
+            {"config": x["config"], "status": x["status"], "error": (x["error"] or "")[:300]}
+            for x in run["measurements"] if x["status"] != "ok"]
         inputs = fa.make_inputs(problem, device="cuda", seed=0)
         q, kk, v = inputs["q"], inputs["k"], inputs["v"]
         if row["tunex"]["best_config"] is not None:

@@ -4,11 +4,12 @@ FlashAttention-2's forward pass: each program owns ``BLOCK_M`` query rows of one
 and streams the keys and values in blocks of ``BLOCK_N``, keeping a running maximum and sum
 (online softmax) so the ``N x N`` score matrix never reaches memory. Exponentials are base 2
 with the scale folded into the subtraction of the running maximum (one FMA per score).
-Two switches of the space, tuned like the block sizes: ``TMA`` moves Q, K and V through
-tensor descriptors (sm_90 and later) instead of pointer loads, and ``WARP_SPEC`` (with TMA)
-warp-specialises the key loop (producer warps load, consumer warps compute). Descriptors are
-made on the device, which needs Triton's scratch allocator
-(:func:`kernels._base.install_allocator`, called on import).
+A switch of the space, tuned like the block sizes: ``TMA`` moves Q, K and V through tensor
+descriptors (sm_90 and later) instead of pointer loads. Descriptors are made on the device,
+which needs Triton's scratch allocator (:func:`kernels._base.install_allocator`, called on
+import). A warp-specialised key loop (``tl.range(..., warp_specialize=True)``) is left out: on
+the H200 with Triton 3.6 it never ran faster, and with 4 warps and 3-4 stages it computed
+wrong results (caught by the target's correctness check; benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def attn_fwd_kernel(Q, K, V, Out, sm_scale,
                     stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om,
                     Z, H, N_CTX,
                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    TMA: tl.constexpr, WARP_SPEC: tl.constexpr, EVEN: tl.constexpr):
+                    TMA: tl.constexpr, EVEN: tl.constexpr):
     # The head dim is contiguous in every tensor. With TMA, Q, K and V (contiguous) are read
     # as [Z * H * N_CTX, HEAD_DIM] matrices through tensor descriptors; a block that runs
     # past its head reads the next head's rows, which the key mask and the masked store keep
@@ -69,7 +70,7 @@ def attn_fwd_kernel(Q, K, V, Out, sm_scale,
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504  # log2(e): exp(x) = exp2(x * log2(e))
-    for start_n in tl.range(0, N_CTX, BLOCK_N, warp_specialize=WARP_SPEC):
+    for start_n in range(0, N_CTX, BLOCK_N):
         if TMA:
             k = desc_k.load([offset_y + start_n, 0]).T
         elif EVEN:
@@ -122,11 +123,10 @@ class FlashAttention(Kernel):
     """Attention forward on ``q, k, v`` of shape ``[Z, H, N_CTX, D]`` (batch, heads,
     sequence, head dim; contiguous), fp16 or bf16.
 
-    Space (4*4*2*4*2*2 = 512 points before constraints): ``BLOCK_M`` 32..256, ``BLOCK_N``
+    Space (4*4*2*4*2 = 256 points before constraints): ``BLOCK_M`` 32..256, ``BLOCK_N``
     16..128, ``num_warps`` 4/8, ``num_stages`` 1..4, ``TMA`` (descriptor loads, sm_90 and
-    later) and ``WARP_SPEC`` (warp-specialised key loop, with TMA only). Constraints: Q and
-    the pipelined K/V blocks fit shared memory; at most 192 fp32 values (output accumulator
-    and scores) per thread; no block longer than the sequence.
+    later). Constraints: Q and the pipelined K/V blocks fit shared memory; at most 192 fp32
+    values (output accumulator and scores) per thread; no block longer than the sequence.
     """
 
     name = "flash_attention"
@@ -146,9 +146,9 @@ class FlashAttention(Kernel):
         return Space(
             [Pow2("BLOCK_M", 32, 256, default=128), Pow2("BLOCK_N", 16, 128, default=64),
              Choice("num_warps", (4, 8), default=8), Int("num_stages", 1, 4, default=3),
-             Bool("TMA", default=False), Bool("WARP_SPEC", default=False)],
+             Bool("TMA", default=False)],
             ["(BLOCK_M * D + 2 * BLOCK_N * D * num_stages) * ELT <= smem",
-             "TMA or not WARP_SPEC", "arch >= 90 or not TMA",
+             "arch >= 90 or not TMA",
              "BLOCK_M * (D + BLOCK_N) <= 192 * 32 * num_warps",
              "BLOCK_M <= max(32, N_POW2)", "BLOCK_N <= max(16, N_POW2)"],
             problem=["D", "smem", "ELT", "N_POW2", "arch"], name="flash_attention")

@@ -118,10 +118,8 @@ INTERPRET = {
         {"BLOCK_N": 512, "num_warps": 4, "num_stages": 2}]),
     # two heads and a ragged sequence: blocks run past a head into the next one's rows
     "flash_attention": ({"Z": 1, "H": 2, "N_CTX": 50, "D": 16}, [
-        {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "TMA": False,
-         "WARP_SPEC": False},
-        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "TMA": True,
-         "WARP_SPEC": True}]),
+        {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "TMA": False},
+        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "TMA": True}]),
     # more tiles than the interpreter's 4 programs (the persistent loop), ragged edges
     "matmul_tma": ({"M": 100, "N": 72, "K": 136}, [
         {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4,
