@@ -42,6 +42,7 @@ def main() -> int:
     from kernels.flash_attention import flash_attention
     from kernels.layernorm import layernorm
     from kernels.matmul import matmul
+    from kernels.matmul_tma import matmul_tma
     from kernels.softmax import softmax
     from tunex.autotune import Selection, add_listener, fingerprint, load_packs
     from tunex.db import Database, export_pack
@@ -92,6 +93,14 @@ def main() -> int:
     call("align", "flash_attention", {"Z": 1, "H": 2, "N_CTX": 64, "D": 16},
          lambda: (flash_attention(q, k, v), torch.softmax(
              q.float() @ k.float().transpose(-1, -2) / 4, -1) @ v.float()))
+    # a view with the heads not outermost (copied before the launch), another workload
+    qt, kt, vt = (randn(1, 32, 2, 16).transpose(1, 2) for _ in range(3))
+    call("align", "flash_attention", {"Z": 1, "H": 2, "N_CTX": 32, "D": 16},
+         lambda: (flash_attention(qt, kt, vt), torch.softmax(
+             qt.float() @ kt.float().transpose(-1, -2) / 4, -1) @ vt.float()))
+    a2, b2 = randn(20, 40), randn(40, 48)
+    call("align", "matmul_tma", {"M": 20, "N": 48, "K": 40},
+         lambda: (matmul_tma(a2, b2), a2.float() @ b2.float()))
 
     # 2. a row recorded under the target's workload for M=48 is what matmul runs, for M=48
     # and for M=40 (the same bucket, M=64)

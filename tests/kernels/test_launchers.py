@@ -29,10 +29,11 @@ SHAPES = {
     "softmax": {"M": 1000, "N": 3000},
     "layernorm": {"M": 1000, "N": 3000},
     "flash_attention": {"Z": 2, "H": 4, "N_CTX": 500, "D": 64},
+    "matmul_tma": {"M": 1000, "N": 4096, "K": 4096},
 }
 #: Another shape in the same bucket (M and N_CTX go by powers of two).
 SAME_BUCKET = {"matmul": {"M": 600}, "softmax": {"M": 600}, "layernorm": {"M": 513},
-               "flash_attention": {"N_CTX": 300}}
+               "flash_attention": {"N_CTX": 300}, "matmul_tma": {"M": 600}}
 
 
 @pytest.fixture
@@ -94,7 +95,7 @@ def test_launchers_pick_what_the_target_recorded_under_the_interpreter(tmp_path:
     assert best != out["default"]
 
     align = [e for e in events if e["phase"] == "align"]
-    assert sorted(e["kernel"] for e in align) == sorted(SHAPES)
+    assert {e["kernel"] for e in align} == set(SHAPES)  # flash attention twice: a view too
     for e in events:  # every launch looked up the target's workload, and computed right
         assert e["runtime"] == e["target"], e
         assert e["error"] < 0.05, e
