@@ -125,6 +125,10 @@ class Kernel(abc.ABC):
     #: attention's ``EVEN``): ``name -> f(args by name)``. :meth:`ordered_args` adds them, and
     #: :attr:`tuned` applies them with ``triton.heuristics`` once the config is picked.
     heuristics: ClassVar[Mapping[str, Callable[[Mapping[str, Any]], Any]]] = {}
+    #: The kernel makes tensor descriptors on the device, which needs Triton's scratch
+    #: allocator: :meth:`launch` and :meth:`run` make sure one is set in the calling thread
+    #: (Triton keeps it in a context variable, which a new thread starts without).
+    needs_allocator: ClassVar[bool] = False
 
     # -- the jit function -----------------------------------------------------------------------
 
@@ -265,6 +269,8 @@ class Kernel(abc.ABC):
         so it must give every argument but the space's parameters and :attr:`heuristics`.
         """
         args = self.args(inputs, problem, {})
+        if self.needs_allocator:
+            install_allocator()
         self.tuned[lambda meta: self.grid(problem, meta)](*[args[n] for n in self._launch_names])
         return self.outputs(inputs)
 
@@ -334,6 +340,8 @@ class Kernel(abc.ABC):
             config: Mapping[str, Any]) -> tuple[Any, ...]:
         """Launch through Triton's JIT (or its interpreter) and return the outputs."""
         args = self.ordered_args(inputs, problem, config)
+        if self.needs_allocator:
+            install_allocator()
         self.fn[self.grid(problem, config)](*args, **self.launch_options(config))
         return self.outputs(inputs)
 

@@ -130,6 +130,7 @@ class FlashAttention(Kernel):
     """
 
     name = "flash_attention"
+    needs_allocator = True
     dims = ("Z", "H", "N_CTX", "D")
     dim_args = {"D": "HEAD_DIM"}
     dtype_arg = "Q"

@@ -115,6 +115,7 @@ class MatmulTMA(Matmul):
     """
 
     name = "matmul_tma"
+    needs_allocator = True
 
     CONSTRAINTS = (
         "(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * ELT * num_stages + BLOCK_M * BLOCK_N * ELT"

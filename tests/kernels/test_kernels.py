@@ -161,3 +161,36 @@ def test_kernels_from_the_environment() -> None:
     done = subprocess.run([sys.executable, "-c", "import kernels"], capture_output=True,
                           text=True, env=env, timeout=120, cwd=ROOT)
     assert done.returncode != 0 and "TUNEX_KERNELS entry" in done.stderr
+
+
+def test_descriptor_kernels_get_a_scratch_allocator_in_every_thread() -> None:
+    """Triton keeps its allocator in a context variable: a new thread starts without one, so
+    a launch there of a kernel that makes descriptors would fail unless tunex sets it."""
+    import threading
+
+    from triton.runtime import _allocation
+
+    from kernels._base import install_allocator
+
+    assert get_kernel("matmul_tma").needs_allocator
+    assert get_kernel("flash_attention").needs_allocator
+    assert not get_kernel("matmul").needs_allocator
+    seen: dict[str, object] = {}
+
+    def fresh_thread() -> None:
+        seen["before"] = _allocation._allocator.get()
+        install_allocator()
+        seen["after"] = _allocation._allocator.get()
+        mine = object()
+        _allocation._allocator.set(mine)  # an application's own allocator is kept
+        install_allocator()
+        seen["kept"] = _allocation._allocator.get() is mine
+
+    t = threading.Thread(target=fresh_thread)
+    t.start()
+    t.join()
+    assert isinstance(seen["before"], _allocation.NullAllocator)
+    assert not isinstance(seen["after"], _allocation.NullAllocator)
+    buf = seen["after"](256, 128, None)  # type: ignore[operator]
+    assert buf.numel() == 256 and buf.data_ptr() != 0
+    assert seen["kept"] is True
