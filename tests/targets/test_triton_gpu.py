@@ -80,7 +80,11 @@ BUILDS = {
     "softmax": ({"M": 4096, "N": 1000}, {"ROWS": 2, "num_warps": 4, "num_stages": 2}),
     "layernorm": ({"M": 4096, "N": 1000}, {"BLOCK_N": 1024, "num_warps": 4, "num_stages": 2}),
     "flash_attention": ({"Z": 4, "H": 16, "N_CTX": 1024, "D": 64},
-                        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}),
+                        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3,
+                         "TMA": True}),
+    "matmul_tma": ({"M": 512, "N": 4096, "K": 1024},
+                   {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
+                    "num_stages": 3, "SUBTILE": True, "FLATTEN": True}),
 }
 
 
@@ -125,7 +129,7 @@ def test_build_prunes_a_config_that_overflows_shared_memory(sm90: TritonGPUTarge
 def test_pruning_against_a_smaller_device_limit() -> None:
     small = make_target("triton_gpu:sm_90?smem=49152")
     _, wl = small.prepare("flash_attention", {"Z": 1, "H": 2, "N_CTX": 256, "D": 64})
-    art = small.build(wl, Config(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3))
+    art = small.build(wl, Config(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3, TMA=False))
     assert art.status is Status.PRUNED and art.facts["shared_bytes"] > 49152
 
 
