@@ -21,7 +21,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels._base import install_allocator, next_pow2
+from kernels._base import install_allocator
 from kernels.matmul import Matmul
 from tunex.space import Bool, Choice, Int, Pow2, Space
 
@@ -140,9 +140,6 @@ class MatmulTMA(Matmul):
              Bool("SUBTILE", default=False), Bool("FLATTEN", default=True)],
             self.CONSTRAINTS, problem=["smem", "ELT", "M_POW2", "N_POW2", "N", "K"],
             name="matmul_tma")
-
-    def derived(self, problem: Mapping[str, Any]) -> dict[str, Any]:
-        return {"ELT": 2, "M_POW2": next_pow2(problem["M"]), "N_POW2": next_pow2(problem["N"])}
 
     def args(self, inputs: Mapping[str, Any], problem: Mapping[str, Any],
              config: Mapping[str, Any]) -> dict[str, Any]:
