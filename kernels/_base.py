@@ -245,6 +245,13 @@ class Kernel(abc.ABC):
         ``TUNEX_DB``, packs from :func:`tunex.autotune.load_packs` or ``TUNEX_PACKS``)."""
         return self.autotune()
 
+    def tuned_time(self, problem: Mapping[str, Any]) -> float | None:
+        """The median time (ms) of the config :meth:`launch` would run for ``problem`` on this
+        device, when the database or a pack measured it (``None`` otherwise: a default or a
+        cost-model pick has no time). What a caller choosing between kernels that compute
+        the same thing compares (:func:`kernels.matmul.matmul`)."""
+        return self.tuned.known(self.problem_key(problem))[2]
+
     def _bind_workload(self, space: Space, workload: Workload) -> Space:
         return self.bind(space, self.representative(workload.problem),
                          device_facts(workload.target))

@@ -7,6 +7,7 @@ together share rows of A and columns of B in L2.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,8 @@ import triton.language as tl
 from kernels._base import Kernel, next_pow2, torch_dtype
 from tunex.space import Choice, Int, Pow2, Space
 
-__all__ = ["TUTORIAL_CONFIGS", "Matmul", "matmul", "matmul_kernel", "tutorial_triton_configs"]
+__all__ = ["ALTERNATIVES", "TUTORIAL_CONFIGS", "Matmul", "clear_choices", "implementation",
+           "matmul", "matmul_kernel", "tutorial_triton_configs"]
 
 
 @triton.jit
@@ -162,15 +164,85 @@ class Matmul(Kernel):
 
 _KERNEL = Matmul()
 
+#: Library kernels computing the same product as :func:`matmul`, in the order preferred when
+#: none of them has a measured config for a workload.
+ALTERNATIVES = ("matmul", "matmul_tma")
+_CHOICE: dict[tuple[Any, ...], Kernel] = {}
+_CHOICE_LIMIT = 4096
+log = logging.getLogger("tunex.kernels")
+
+
+def _tma_ok(a: Any, b: Any, n: int, k: int) -> bool:
+    """The persistent TMA kernel can run these operands in place: rows of 16-byte multiples,
+    last dimension contiguous, a GPU of sm_90 or later (or Triton's interpreter)."""
+    import torch
+
+    if n % 8 or k % 8 or a.stride(1) != 1 or b.stride(1) != 1:
+        return False
+    if a.device.type != "cuda":
+        return True  # the interpreter on CPU tensors
+    return torch.cuda.get_device_capability(a.device)[0] >= 9
+
+
+def implementation(a: Any, b: Any) -> Kernel:
+    """The library kernel :func:`matmul` runs for ``a @ b``: of :data:`ALTERNATIVES` that can
+    run the operands, the one whose config for this workload measured fastest in the tuning
+    database or a loaded pack; ``matmul`` when none has a measured config. Decided once per
+    shape, dtype and device in a process (then a dict lookup); the choice is logged on
+    ``tunex.kernels``. :func:`clear_choices` forgets the decisions (after new tuning)."""
+    m, k = a.shape
+    n = b.shape[1]
+    raw = (m, n, k, a.dtype, a.device, a.stride(1) == 1 and b.stride(1) == 1)
+    kern = _CHOICE.get(raw)
+    if kern is None:
+        kern = _choose(a, b, {"M": m, "N": n, "K": k, "dtype": a.dtype})
+        if len(_CHOICE) >= _CHOICE_LIMIT:
+            _CHOICE.clear()
+        _CHOICE[raw] = kern
+    return kern
+
+
+def clear_choices() -> None:
+    """Forget which kernel :func:`matmul` picked per shape (the next call decides again)."""
+    _CHOICE.clear()
+
+
+def _launchers() -> dict[str, Kernel]:
+    """The kernels of :data:`ALTERNATIVES` whose launchers this process uses (each module's
+    own instance, so its decorator's caches are the ones :func:`matmul` fills)."""
+    from kernels import matmul_tma
+
+    return {"matmul": _KERNEL, "matmul_tma": matmul_tma._KERNEL}
+
+
+def _choose(a: Any, b: Any, problem: dict[str, Any]) -> Kernel:
+    kernels = _launchers()
+    times: dict[str, float | None] = {}
+    for name in ALTERNATIVES:
+        if name == "matmul_tma" and not _tma_ok(a, b, problem["N"], problem["K"]):
+            continue
+        times[name] = kernels[name].tuned_time(problem)
+    measured = {n: t for n, t in times.items() if t is not None}
+    pick = min(measured, key=lambda x: measured[x]) if measured else ALTERNATIVES[0]
+    log.info("matmul M=%s N=%s K=%s %s: %s (%s)", problem["M"], problem["N"], problem["K"],
+             str(problem["dtype"]).replace("torch.", ""), pick,
+             ", ".join(f"{x} {'untuned' if t is None else f'{t:.4g} ms'}"
+                       for x, t in times.items()))
+    return kernels[pick]
+
 
 def matmul(a: Any, b: Any) -> Any:
-    """``a @ b`` for row-major (any strides) 2-D fp16 or bf16 tensors, with the config tunex
-    resolved for this shape's workload: the database's best, else a loaded pack's, else the
-    space's default (see :func:`tunex.autotune.autotune`; ``TUNEX_MODE=on_miss`` tunes a new
-    workload). A new shape in a known bucket (``M`` by powers of two) costs a dict lookup.
+    """``a @ b`` for row-major (any strides) 2-D fp16 or bf16 tensors, with the library kernel
+    and config tunex resolved for this shape's workload.
+
+    The kernel: ``matmul`` or ``matmul_tma``, whichever was measured faster for the workload
+    (:func:`implementation`). Its config: the database's best, else a loaded pack's, else
+    the space's default (see :func:`tunex.autotune.autotune`; ``TUNEX_MODE=on_miss`` tunes a
+    new workload). A new shape in a known bucket (``M`` by powers of two) costs a dict lookup.
 
     The workload is the one ``tunex search matmul --target triton_gpu --shape M=..,N=..,K=..``
-    records on the same device, so its results are used here.
+    (or ``tunex search matmul_tma ...``) records on the same device, so its results are used
+    here.
 
     Raises:
         ValueError: the shapes or dtypes do not match.
@@ -182,4 +254,4 @@ def matmul(a: Any, b: Any) -> Any:
     m, k = a.shape
     n = b.shape[1]
     c = a.new_empty((m, n))
-    return _KERNEL.launch({"a": a, "b": b, "c": c}, {"M": m, "N": n, "K": k})[0]
+    return implementation(a, b).launch({"a": a, "b": b, "c": c}, {"M": m, "N": n, "K": k})[0]

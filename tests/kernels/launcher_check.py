@@ -39,6 +39,7 @@ def main() -> int:
     import torch
 
     import kernels.matmul
+    import kernels.matmul_tma
     from kernels.flash_attention import flash_attention
     from kernels.layernorm import layernorm
     from kernels.matmul import matmul
@@ -116,16 +117,27 @@ def main() -> int:
         kernels.matmul._KERNEL.tuned.clear_cache()
         call("db", "matmul", {"M": 40, "N": 32, "K": 32}, mm(40, 32, 32))
 
-        # 3. the same through a pack exported from that database, with no database at all
+        # 3. the other matmul kernel measured faster for M=48: matmul now runs it
+        tspace, twl = target.prepare("matmul_tma", {"M": 48, "N": 32, "K": 32})
+        tma_best = Config(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=1, num_warps=4,
+                          num_stages=2, SUBTILE=False, FLATTEN=True)
+        assert tma_best in tspace, tspace.violations(tma_best)
+        db.record(twl, Measurement(tma_best, Status.OK, (0.010, 0.011, 0.010)))
+        kernels.matmul.clear_choices()
+        call("choice", "matmul_tma", {"M": 48, "N": 32, "K": 32}, mm(48, 32, 32))
+        call("choice", "matmul", {"M": 200, "N": 32, "K": 32}, mm(200, 32, 32))  # no rows
+
+        # 4. the same through a pack exported from that database, with no database at all
         export_pack(db, work / "pack.json", name="kernels", version="1")
     os.environ["TUNEX_DB"] = str(work / "absent.db")
     load_packs(work / "pack.json")  # decorated kernels forget what they resolved
-    call("pack", "matmul", {"M": 40, "N": 32, "K": 32}, mm(40, 32, 32))
-    kernels.matmul._KERNEL.tuned.clear_cache()
-    call("pack", "matmul", {"M": 48, "N": 32, "K": 32}, mm(48, 32, 32))
+    kernels.matmul.clear_choices()
+    call("pack", "matmul_tma", {"M": 40, "N": 32, "K": 32}, mm(40, 32, 32))
+    kernels.matmul_tma._KERNEL.tuned.clear_cache()
+    call("pack", "matmul_tma", {"M": 48, "N": 32, "K": 32}, mm(48, 32, 32))
 
     print(json.dumps({"config": best.to_dict(), "default": space.default().to_dict(),
-                      "events": events}))
+                      "tma_config": tma_best.to_dict(), "events": events}))
     return 0
 
 

@@ -416,8 +416,23 @@ class Autotuned(TuningMixin):
             for n in self._dtype_names or ():
                 v = named.get(n)
                 problem[f"{n}.dtype"] = _plain(v.dtype) if hasattr(v, "dtype") else None
-        return Workload(self.name, self.kernel_hash, problem,
-                        R.fingerprint(self.interpreted)), raw
+        return Workload(self.name, self.kernel_hash, problem, self.fingerprint()), raw
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The device fingerprint of this kernel's workloads in this process."""
+        return dict(R.fingerprint(self.interpreted))
+
+    def known(self, problem: Mapping[str, Any]) -> tuple[Config, str, float | None]:
+        """What a launch with this workload problem (as :meth:`workload` makes it) would run,
+        found without launching or tuning: the config, where it comes from (``"db"``,
+        ``"pack"``, ``"model"``, ``"default"``) and its measured median time in ms when the
+        database or an exact-device pack has one."""
+        workload = Workload(self.name, self.kernel_hash, dict(problem), self.fingerprint())
+        config, source, _reason, extra = self._lookup(workload, self._space_for(workload),
+                                                      "never")
+        assert config is not None  # mode "never" always names a config
+        t = extra.get("time_ms")
+        return config, source, None if t is None else float(t)
 
     def _space_for(self, workload: Workload) -> Space:
         space = self.space
