@@ -167,9 +167,22 @@ _KERNEL = Matmul()
 #: Library kernels computing the same product as :func:`matmul`, in the order preferred when
 #: none of them has a measured config for a workload.
 ALTERNATIVES = ("matmul", "matmul_tma")
-_CHOICE: dict[tuple[Any, ...], Kernel] = {}
 _CHOICE_LIMIT = 4096
 log = logging.getLogger("tunex.kernels")
+
+
+class _Choices:
+    """Kernel picked per (shape, dtype, device, layout); forgotten, like the decorated
+    kernels' own caches, whenever packs are loaded or cleared."""
+
+    def __init__(self) -> None:
+        self.picked: dict[tuple[Any, ...], Kernel] = {}
+
+    def clear_cache(self) -> None:
+        self.picked.clear()
+
+
+_CHOICE = _Choices()
 
 
 def _tma_ok(a: Any, b: Any, n: int, k: int) -> bool:
@@ -193,18 +206,28 @@ def implementation(a: Any, b: Any) -> Kernel:
     m, k = a.shape
     n = b.shape[1]
     raw = (m, n, k, a.dtype, a.device, a.stride(1) == 1 and b.stride(1) == 1)
-    kern = _CHOICE.get(raw)
+    kern = _CHOICE.picked.get(raw)
     if kern is None:
         kern = _choose(a, b, {"M": m, "N": n, "K": k, "dtype": a.dtype})
-        if len(_CHOICE) >= _CHOICE_LIMIT:
-            _CHOICE.clear()
-        _CHOICE[raw] = kern
+        if len(_CHOICE.picked) >= _CHOICE_LIMIT:
+            _CHOICE.clear_cache()
+        _CHOICE.picked[raw] = kern
     return kern
 
 
 def clear_choices() -> None:
-    """Forget which kernel :func:`matmul` picked per shape (the next call decides again)."""
-    _CHOICE.clear()
+    """Forget which kernel :func:`matmul` picked per shape (the next call decides again);
+    loading or clearing packs does this too."""
+    _CHOICE.clear_cache()
+
+
+def _register_choices() -> None:
+    from tunex.autotune import _runtime
+
+    _runtime.register(_CHOICE)
+
+
+_register_choices()
 
 
 def _launchers() -> dict[str, Kernel]:

@@ -137,6 +137,41 @@ def test_launcher_runs_the_config_the_target_recorded(
     torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=5e-2)
 
 
+def test_matmul_runs_the_kernel_measured_faster(
+        gpu: TritonGPUTarget, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # both library matmul kernels measured for one shape: kernels.matmul.matmul runs the faster
+    import kernels.matmul
+    from tunex.autotune import add_listener, remove_listener
+    from tunex.db import Database
+
+    shape = {"M": 1024, "N": 1024, "K": 512}
+    times = {}
+    with Database(tmp_path / "t.db") as db:
+        for name in kernels.matmul.ALTERNATIVES:
+            space, wl = gpu.prepare(name, shape)
+            m = gpu.measure(gpu.build(wl, space.default()))
+            assert m.ok, (name, m.error)
+            db.record(wl, m)
+            times[name] = m.value
+    for var in ("TUNEX_MODE", "TUNEX_PACKS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TUNEX_DB", str(tmp_path / "t.db"))
+    kernels.matmul.clear_choices()
+    seen: list = []
+    listener = add_listener(seen.append)
+    try:
+        a = torch.randn(1024, 512, device="cuda", dtype=torch.float16)
+        b = torch.randn(512, 1024, device="cuda", dtype=torch.float16)
+        c = kernels.matmul.matmul(a, b)
+        ran = kernels.matmul.implementation(a, b).name
+    finally:
+        remove_listener(listener)
+        kernels.matmul.clear_choices()
+    assert ran == min(times, key=lambda x: times[x]), times
+    assert seen[-1].kernel == ran and seen[-1].source == "db"
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=5e-2)
+
+
 def test_wrong_result_is_recorded(gpu: TritonGPUTarget) -> None:
     space, wl = gpu.prepare(WrongMatmul.name, {"M": 128, "N": 128, "K": 128})
     m = gpu.measure(gpu.build(wl, space.default()))

@@ -130,8 +130,7 @@ def main() -> int:
         # 4. the same through a pack exported from that database, with no database at all
         export_pack(db, work / "pack.json", name="kernels", version="1")
     os.environ["TUNEX_DB"] = str(work / "absent.db")
-    load_packs(work / "pack.json")  # decorated kernels forget what they resolved
-    kernels.matmul.clear_choices()
+    load_packs(work / "pack.json")  # decorated kernels and matmul's choices are forgotten
     call("pack", "matmul_tma", {"M": 40, "N": 32, "K": 32}, mm(40, 32, 32))
     kernels.matmul_tma._KERNEL.tuned.clear_cache()
     call("pack", "matmul_tma", {"M": 48, "N": 32, "K": 32}, mm(48, 32, 32))
