@@ -4,9 +4,13 @@
 SM loops over output tiles (a persistent kernel: no tail of half-empty waves, and the next
 tile's loads overlap this tile's epilogue); A, B and C move through tensor descriptors (TMA:
 the copy engine computes the addresses and handles the edges, so no thread does pointer
-arithmetic or masking); and the loop over tiles may be warp-specialised (producer warps issue
-the loads, consumer warps the ``wgmma``s) or flattened into one software pipeline with the
-K loop. The space lets the tuner choose among those, with the tile sizes.
+arithmetic or masking); and the loop over tiles may be flattened into one software pipeline
+with the K loop, the epilogue split in two stores. The space lets the tuner choose, with the
+tile sizes.
+
+A warp-specialised tile loop (``tl.range(..., warp_specialize=True)``) is left out: on the
+H200 with Triton 3.6 every such config tried either failed to compile or computed wrong
+results (caught by the target's correctness check; benchmarks/RESULTS.md).
 
 Descriptors are made on the device (``tl.make_tensor_descriptor``), which needs a scratch
 allocator: importing this module installs one (:func:`kernels._base.install_allocator`).
