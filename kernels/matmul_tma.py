@@ -136,6 +136,16 @@ class MatmulTMA(Matmul):
     def fn(self) -> Any:
         return matmul_tma_kernel
 
+    def problem_key(self, problem: Mapping[str, Any]) -> dict[str, Any]:
+        key = super().problem_key(problem)
+        if key["N"] % 8 or key["K"] % 8:
+            from tunex.errors import ConfigError
+
+            raise ConfigError(f"matmul_tma: N={key['N']} and K={key['K']} must be multiples of "
+                              "8 (TMA moves rows of 16-byte multiples); use matmul for this "
+                              "shape")
+        return key
+
     def space(self) -> Space:
         return Space(
             [Pow2("BLOCK_M", 64, 256, default=128), Pow2("BLOCK_N", 64, 256, default=128),

@@ -194,3 +194,10 @@ def test_descriptor_kernels_get_a_scratch_allocator_in_every_thread() -> None:
     buf = seen["after"](256, 128, None)  # type: ignore[operator]
     assert buf.numel() == 256 and buf.data_ptr() != 0
     assert seen["kept"] is True
+
+
+def test_matmul_tma_refuses_rows_tma_cannot_move() -> None:
+    k = get_kernel("matmul_tma")
+    with pytest.raises(ConfigError, match=r"multiples of 8.*use matmul"):
+        k.problem_key({"M": 64, "N": 100, "K": 64})
+    assert k.problem_key({"M": 100, "N": 104, "K": 64})["M"] == 128  # M is free (bucketed)
