@@ -201,14 +201,13 @@ def implementation(a: Any, b: Any) -> Kernel:
     """The library kernel :func:`matmul` runs for ``a @ b``: of :data:`ALTERNATIVES` that can
     run the operands, the one whose config for this workload measured fastest in the tuning
     database or a loaded pack; ``matmul`` when none has a measured config. Decided once per
-    shape, dtype and device in a process (then a dict lookup); the choice is logged on
-    ``tunex.kernels``. :func:`clear_choices` forgets the decisions (after new tuning)."""
-    m, k = a.shape
-    n = b.shape[1]
-    raw = (m, n, k, a.dtype, a.device, a.stride(1) == 1 and b.stride(1) == 1)
+    shape, dtype, device and strides in a process (then a dict lookup); the choice is logged
+    on ``tunex.kernels``. :func:`clear_choices` forgets the decisions (after new tuning)."""
+    raw = (a.shape, b.shape, a.dtype, a.device, a.stride(), b.stride())  # ~1 us to build
     kern = _CHOICE.picked.get(raw)
     if kern is None:
-        kern = _choose(a, b, {"M": m, "N": n, "K": k, "dtype": a.dtype})
+        m, k = a.shape
+        kern = _choose(a, b, {"M": m, "N": b.shape[1], "K": k, "dtype": a.dtype})
         if len(_CHOICE.picked) >= _CHOICE_LIMIT:
             _CHOICE.clear_cache()
         _CHOICE.picked[raw] = kern
