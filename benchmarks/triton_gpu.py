@@ -75,10 +75,10 @@ class Harness:
 
         self.torch = torch
         self.flush = torch.empty(flush_mb << 18, dtype=torch.int32, device="cuda")
-        # ~100 us at the SM clock: longer than one Python launch of a Triton kernel
-        mhz = torch.cuda.get_device_properties(0).clock_rate / 1e3 if hasattr(
-            torch.cuda.get_device_properties(0), "clock_rate") else 2000.0
-        self.sleep_cycles = int(100 * mhz)
+        # ~100 us at the SM clock (kHz; 2 GHz if torch does not say): longer than one Python
+        # launch of a Triton kernel
+        khz = getattr(torch.cuda.get_device_properties(0), "clock_rate", 2_000_000)
+        self.sleep_cycles = int(100e-6 * khz * 1e3)
 
     def time(self, fn: Callable[[], Any], repeats: int = 50, warmup_ms: float = 25.0
              ) -> list[float]:

@@ -126,8 +126,8 @@ class Kernel(abc.ABC):
     #: :attr:`tuned` applies them with ``triton.heuristics`` once the config is picked.
     heuristics: ClassVar[Mapping[str, Callable[[Mapping[str, Any]], Any]]] = {}
     #: The kernel makes tensor descriptors on the device, which needs Triton's scratch
-    #: allocator: :meth:`launch` and :meth:`run` make sure one is set in the calling thread
-    #: (Triton keeps it in a context variable, which a new thread starts without).
+    #: allocator: :meth:`prepare_thread` sets one in the calling thread (Triton keeps it in a
+    #: context variable, which a new thread starts without).
     needs_allocator: ClassVar[bool] = False
 
     # -- the jit function -----------------------------------------------------------------------
@@ -276,8 +276,7 @@ class Kernel(abc.ABC):
         so it must give every argument but the space's parameters and :attr:`heuristics`.
         """
         args = self.args(inputs, problem, {})
-        if self.needs_allocator:
-            install_allocator()
+        self.prepare_thread()
         self.tuned[lambda meta: self.grid(problem, meta)](*[args[n] for n in self._launch_names])
         return self.outputs(inputs)
 
@@ -319,6 +318,18 @@ class Kernel(abc.ABC):
     def bytes(self, problem: Mapping[str, Any]) -> float:
         """Bytes one launch must move to and from global memory at least."""
 
+    def prepare_thread(self) -> None:
+        """What a launch from the calling thread needs set first: Triton's scratch allocator
+        for a kernel that :attr:`needs_allocator`. :meth:`launch` and :meth:`run` call it, and
+        so does the ``triton_gpu`` target before it measures."""
+        if self.needs_allocator:
+            install_allocator()
+
+    def accepts(self, inputs: Mapping[str, Any]) -> bool:
+        """Whether the kernel can run these inputs as they are (layout, sizes, device);
+        :func:`kernels.matmul.matmul` skips a kernel that cannot."""
+        return True
+
     def launch_options(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """Triton options of a config (``num_warps``, ``num_stages``, ...)."""
         return {k: config[k] for k in LAUNCH_OPTIONS if k in config}
@@ -347,8 +358,7 @@ class Kernel(abc.ABC):
             config: Mapping[str, Any]) -> tuple[Any, ...]:
         """Launch through Triton's JIT (or its interpreter) and return the outputs."""
         args = self.ordered_args(inputs, problem, config)
-        if self.needs_allocator:
-            install_allocator()
+        self.prepare_thread()
         self.fn[self.grid(problem, config)](*args, **self.launch_options(config))
         return self.outputs(inputs)
 

@@ -185,18 +185,6 @@ class _Choices:
 _CHOICE = _Choices()
 
 
-def _tma_ok(a: Any, b: Any, n: int, k: int) -> bool:
-    """The persistent TMA kernel can run these operands in place: rows of 16-byte multiples,
-    last dimension contiguous, a GPU of sm_90 or later (or Triton's interpreter)."""
-    import torch
-
-    if n % 8 or k % 8 or a.stride(1) != 1 or b.stride(1) != 1:
-        return False
-    if a.device.type != "cuda":
-        return True  # the interpreter on CPU tensors
-    return torch.cuda.get_device_capability(a.device)[0] >= 9
-
-
 def implementation(a: Any, b: Any) -> Kernel:
     """The library kernel :func:`matmul` runs for ``a @ b``: of :data:`ALTERNATIVES` that can
     run the operands, the one whose config for this workload measured fastest in the tuning
@@ -207,7 +195,7 @@ def implementation(a: Any, b: Any) -> Kernel:
     kern = _CHOICE.picked.get(raw)
     if kern is None:
         m, k = a.shape
-        kern = _choose(a, b, {"M": m, "N": b.shape[1], "K": k, "dtype": a.dtype})
+        kern = _choose({"a": a, "b": b}, {"M": m, "N": b.shape[1], "K": k, "dtype": a.dtype})
         if len(_CHOICE.picked) >= _CHOICE_LIMIT:
             _CHOICE.clear_cache()
         _CHOICE.picked[raw] = kern
@@ -220,15 +208,6 @@ def clear_choices() -> None:
     _CHOICE.clear_cache()
 
 
-def _register_choices() -> None:
-    from tunex.autotune import _runtime
-
-    _runtime.register(_CHOICE)
-
-
-_register_choices()
-
-
 def _launchers() -> dict[str, Kernel]:
     """The kernels of :data:`ALTERNATIVES` whose launchers this process uses (each module's
     own instance, so its decorator's caches are the ones :func:`matmul` fills)."""
@@ -237,13 +216,13 @@ def _launchers() -> dict[str, Kernel]:
     return {"matmul": _KERNEL, "matmul_tma": matmul_tma._KERNEL}
 
 
-def _choose(a: Any, b: Any, problem: dict[str, Any]) -> Kernel:
+def _choose(inputs: Mapping[str, Any], problem: dict[str, Any]) -> Kernel:
+    from tunex.autotune import _runtime
+
+    _runtime.register(_CHOICE)  # forgotten with the decorators' caches (a weak set: idempotent)
     kernels = _launchers()
-    times: dict[str, float | None] = {}
-    for name in ALTERNATIVES:
-        if name == "matmul_tma" and not _tma_ok(a, b, problem["N"], problem["K"]):
-            continue
-        times[name] = kernels[name].tuned_time(problem)
+    times = {name: kernels[name].tuned_time(problem) for name in ALTERNATIVES
+             if kernels[name].accepts(inputs)}
     measured = {n: t for n, t in times.items() if t is not None}
     pick = min(measured, key=lambda x: measured[x]) if measured else ALTERNATIVES[0]
     log.info("matmul M=%s N=%s K=%s %s: %s (%s)", problem["M"], problem["N"], problem["K"],

@@ -136,6 +136,16 @@ class MatmulTMA(Matmul):
     def fn(self) -> Any:
         return matmul_tma_kernel
 
+    def accepts(self, inputs: Mapping[str, Any]) -> bool:
+        """A and B in place: rows of 16-byte multiples with the last dimension contiguous, on
+        a GPU of sm_90 or later (or CPU tensors, under Triton's interpreter)."""
+        import torch
+
+        a, b = inputs["a"], inputs["b"]
+        if a.shape[1] % 8 or b.shape[1] % 8 or a.stride(1) != 1 or b.stride(1) != 1:
+            return False
+        return a.device.type != "cuda" or torch.cuda.get_device_capability(a.device)[0] >= 9
+
     def problem_key(self, problem: Mapping[str, Any]) -> dict[str, Any]:
         key = super().problem_key(problem)
         if key["N"] % 8 or key["K"] % 8:

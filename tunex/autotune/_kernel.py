@@ -423,13 +423,13 @@ class Autotuned(TuningMixin):
         return dict(R.fingerprint(self.interpreted))
 
     def known(self, problem: Mapping[str, Any]) -> tuple[Config, str, float | None]:
-        """What a launch with this workload problem (as :meth:`workload` makes it) would run,
-        found without launching or tuning: the config, where it comes from (``"db"``,
-        ``"pack"``, ``"model"``, ``"default"``) and its measured median time in ms when the
-        database or an exact-device pack has one."""
+        """What the database or a pack holds for this workload problem (as :meth:`workload`
+        makes it), found without launching, tuning or asking the cost model: the config,
+        where it comes from (``"db"``, ``"pack"``, or ``"default"`` when neither has one) and
+        its measured median time in ms when the database or an exact-device pack has one."""
         workload = Workload(self.name, self.kernel_hash, dict(problem), self.fingerprint())
         config, source, _reason, extra = self._lookup(workload, self._space_for(workload),
-                                                      "never")
+                                                      "never", model=False)
         assert config is not None  # mode "never" always names a config
         t = extra.get("time_ms")
         return config, source, None if t is None else float(t)
@@ -492,10 +492,11 @@ class Autotuned(TuningMixin):
     def _valid(self, config: Config, space: Space) -> bool:
         return config in space
 
-    def _lookup(self, workload: Workload, space: Space, mode: str
+    def _lookup(self, workload: Workload, space: Space, mode: str, model: bool = True
                 ) -> tuple[Config | None, str, str, dict[str, Any]]:
-        """Database, packs, model, default; None for on_miss when tuning is due (with the
-        approximate candidates worth measuring first in ``extra["seeds"]``)."""
+        """Database, packs, model (unless ``model=False``), default; None for on_miss when
+        tuning is due (with the approximate candidates worth measuring first in
+        ``extra["seeds"]``)."""
         seeds: list[Config] = []
         db = None
         try:
@@ -515,7 +516,7 @@ class Autotuned(TuningMixin):
                 return match.config, "pack", match.reason, {"time_ms": match.entry.median_ms
                                                             if match.tier == "exact" else None}
             seeds.append(match.config)
-        if mode != "pinned":
+        if mode != "pinned" and model:
             picked = self._model_pick(workload, space, db)
             if picked is not None:
                 if mode == "never":

@@ -479,10 +479,7 @@ class _DeviceState:
                                       started_at=start)
 
         k, problem = self._inputs_for(workload)
-        if getattr(k, "needs_allocator", False):
-            from kernels._base import install_allocator
-
-            install_allocator()  # this thread may not be the one that imported the kernel
+        k.prepare_thread()  # this thread may not be the one that imported the kernel
         try:
             args = k.ordered_args(self.inputs, problem, config)
             grid = tuple(k.grid(problem, config))
