@@ -43,3 +43,18 @@ def test_failures_of_every_kind_become_measurements(ray_executor):
     got = {c: f.result(timeout=180).status for c, f in futs.items()}
     assert got == cases
     assert ex.submit(t, W, Config(a=6, b=0)).result(timeout=60).ok  # replaced actor works
+
+
+def test_a_build_waiting_behind_hung_ones_is_not_timed_out(ray_executor):
+    # every build slot held by a hung build: the healthy one waits for a slot, and its
+    # timeout starts when it is handed to Ray, not when it was submitted
+    t, _ = ray_executor
+    ex = RayExecutor(t, RayOptions(build_timeout=8, measure_timeout=20, gpus_per_device=0))
+    try:
+        hung = [ex.submit(t, W, Config(a=1, b=k)) for k in range(ex.slots)]
+        time.sleep(0.5)  # the hung builds hold every slot: queued in Ray, this one would time out
+        healthy = ex.submit(t, W, Config(a=0, b=0))
+        assert [f.result(timeout=120).status for f in hung] == [Status.TIMEOUT] * ex.slots
+        assert healthy.result(timeout=120).status is Status.OK
+    finally:
+        ex.close()

@@ -91,6 +91,9 @@ class RayExecutor(Executor):
         self.slots = opt.in_flight or max(2, int(resources.get("CPU", 2)))
         self._pool = ThreadPoolExecutor(max_workers=self.slots + n_dev,
                                         thread_name_prefix="tunex-ray")
+        # builds handed to Ray at once: no more than it has slots for, so a build's timeout
+        # runs while it builds, not while it waits in Ray's queue behind a hung one
+        self._building = threading.BoundedSemaphore(self.slots)
 
     def _connect(self) -> None:
         opt = self.options
@@ -144,8 +147,9 @@ class RayExecutor(Executor):
     def _trial(self, workload: Workload, config: Config) -> Measurement:
         start = time.time()
         opt = self.options
-        kind, art = self._wait(self._build_task.remote(self._target_ref, workload, config),
-                               opt.build_timeout)
+        with self._building:
+            kind, art = self._wait(self._build_task.remote(self._target_ref, workload, config),
+                                   opt.build_timeout)
         if kind != "ok":
             status = failure_status(kind, Status.COMPILE_ERROR)
             return Measurement.failed(config, status,
