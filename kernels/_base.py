@@ -41,24 +41,19 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tunex.errors import ConfigError, SpaceError
-from tunex.space import Space
+from tunex.kernel import BUCKETS, Kernel, next_pow2
 from tunex.targets._triton_common import device_facts
 from tunex.targets._triton_common import source_hash as _source_hash
-from tunex.trial import Config, Workload
+from tunex.space import Space
+from tunex.trial import Workload
 
 if TYPE_CHECKING:
     from tunex.autotune import Autotuned
 
-__all__ = ["BUCKETS", "Kernel", "install_allocator", "next_pow2"]
+__all__ = ["BUCKETS", "TritonKernel", "install_allocator", "next_pow2", "torch_dtype"]
 
 #: Launch options of Triton that a space may hold; every other parameter is a constexpr.
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
-
-
-def next_pow2(n: int) -> int:
-    """Smallest power of two >= ``n`` (1 for ``n <= 1``)."""
-    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
 def install_allocator() -> None:
@@ -84,18 +79,7 @@ def install_allocator() -> None:
     triton.set_allocator(alloc)
 
 
-#: Bucketing rules a kernel may declare per problem dimension.
-BUCKETS = {
-    "exact": lambda v: int(v),
-    "pow2": next_pow2,
-}
-
-_DTYPES = {"float16": "float16", "fp16": "float16", "half": "float16",
-           "bfloat16": "bfloat16", "bf16": "bfloat16",
-           "float32": "float32", "fp32": "float32", "float": "float32"}
-
-
-class Kernel(abc.ABC):
+class TritonKernel(Kernel):
     """A tunable Triton kernel with its space, reference and problem key.
 
     Subclasses set :attr:`name`, :attr:`dims`, :attr:`dtypes` (first is the default) and
@@ -104,14 +88,6 @@ class Kernel(abc.ABC):
     their :attr:`tuned` launcher, made on first use; the registry keeps one per kernel.
     """
 
-    #: Registry name (``tunex search NAME``).
-    name: ClassVar[str]
-    #: Problem dimensions a user must give, in order (e.g. ``("M", "N", "K")``).
-    dims: ClassVar[tuple[str, ...]]
-    #: Element types the kernel supports (torch dtype names); the first is the default.
-    dtypes: ClassVar[tuple[str, ...]] = ("float16",)
-    #: Bucketing per dimension (``"exact"`` or ``"pow2"``); dimensions not named are exact.
-    buckets: ClassVar[Mapping[str, str]] = {}
     #: Tolerances of :meth:`check` per dtype: ``(rtol, atol)``.
     tolerances: ClassVar[Mapping[str, tuple[float, float]]] = {
         "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2), "float32": (1e-4, 1e-4)}
@@ -145,69 +121,7 @@ class Kernel(abc.ABC):
         the module (the space, docs) keep tuned configs valid."""
         return _source_hash(self.fn)
 
-    # -- space ----------------------------------------------------------------------------------
-
-    @abc.abstractmethod
-    def space(self) -> Space:
-        """The unbound space; its problem names are dims, device facts and :meth:`derived`."""
-
-    def derived(self, problem: Mapping[str, Any]) -> dict[str, Any]:
-        """Extra problem values constraints may read (e.g. ``ELT`` bytes, ``N_POW2``)."""
-        return {}
-
-    def bind(self, space: Space, problem: Mapping[str, Any], device: Mapping[str, Any]) -> Space:
-        """``space`` bound to a concrete problem and device facts.
-
-        Raises:
-            SpaceError: a problem name of the space has no value anywhere.
-        """
-        values = {**device, **problem, **self.derived(problem)}
-        missing = [n for n in space.problem if n not in values]
-        if missing:
-            raise SpaceError(f"{self.name}: no value for {missing}; give them in the shape "
-                             f"({', '.join(self.dims)}) or the device facts")
-        return space.bind(**{n: values[n] for n in space.problem})
-
-    def default_config(self, problem: Mapping[str, Any], device: Mapping[str, Any]) -> Config:
-        """The config used when nothing better is known: the bound space's default."""
-        return self.bind(self.space(), self.representative(self.problem_key(problem)),
-                         device).default()
-
     # -- problem key ----------------------------------------------------------------------------
-
-    def problem_key(self, problem: Mapping[str, Any]) -> dict[str, Any]:
-        """The database key of a problem: every dim (bucketed) and the dtype.
-
-        Raises:
-            ConfigError: a dim is missing or not a positive integer, or the dtype is unknown.
-        """
-        missing = [d for d in self.dims if d not in problem]
-        unknown = [k for k in problem if k not in (*self.dims, "dtype")]
-        if missing or unknown:
-            raise ConfigError(
-                f"{self.name} needs the sizes {', '.join(self.dims)} (and optionally dtype); "
-                + (f"missing {missing}" if missing else f"unknown {unknown}")
-                + f", e.g. --shape {','.join(f'{d}=1024' for d in self.dims)}")
-        key: dict[str, Any] = {}
-        for d in self.dims:
-            try:
-                v = int(problem[d])
-            except (TypeError, ValueError):
-                raise ConfigError(f"{self.name}: {d}={problem[d]!r} is not an integer") from None
-            if v <= 0:
-                raise ConfigError(f"{self.name}: {d}={v} must be positive")
-            rule = self.buckets.get(d, "exact")
-            key[d] = BUCKETS[rule](v)
-        dtype = _DTYPES.get(str(problem.get("dtype", self.dtypes[0])).replace("torch.", ""))
-        if dtype not in self.dtypes:
-            raise ConfigError(f"{self.name}: dtype {problem.get('dtype')!r} is not supported; "
-                              f"choose one of {list(self.dtypes)}")
-        key["dtype"] = dtype
-        return key
-
-    def representative(self, key: Mapping[str, Any]) -> dict[str, Any]:
-        """The concrete problem built and measured for a (bucketed) key: the key itself."""
-        return dict(key)
 
     def call_problem(self, named: Mapping[str, Any]) -> dict[str, Any]:
         """The problem key of a launch of :attr:`fn` from its arguments by name: the dims
@@ -309,14 +223,6 @@ class Kernel(abc.ABC):
     def reference(self, inputs: Mapping[str, Any], problem: Mapping[str, Any]
                   ) -> tuple[Any, ...]:
         """Expected outputs computed with torch (in float32 where precision matters)."""
-
-    @abc.abstractmethod
-    def flops(self, problem: Mapping[str, Any]) -> float:
-        """Floating-point operations of one launch."""
-
-    @abc.abstractmethod
-    def bytes(self, problem: Mapping[str, Any]) -> float:
-        """Bytes one launch must move to and from global memory at least."""
 
     def prepare_thread(self) -> None:
         """What a launch from the calling thread needs set first: Triton's scratch allocator

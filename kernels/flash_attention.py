@@ -21,7 +21,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels._base import Kernel, install_allocator, next_pow2, torch_dtype
+from kernels._base import TritonKernel, install_allocator, next_pow2, torch_dtype
 from tunex.space import Bool, Choice, Int, Pow2, Space
 
 __all__ = ["FlashAttention", "attn_fwd_kernel", "even_blocks", "flash_attention"]
@@ -119,7 +119,7 @@ def even_blocks(args: Mapping[str, Any]) -> bool:
     return bool(n % args["BLOCK_M"] == 0 and n % args["BLOCK_N"] == 0)
 
 
-class FlashAttention(Kernel):
+class FlashAttention(TritonKernel):
     """Attention forward on ``q, k, v`` of shape ``[Z, H, N_CTX, D]`` (batch, heads,
     sequence, head dim; contiguous), fp16 or bf16.
 

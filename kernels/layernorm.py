@@ -13,7 +13,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels._base import Kernel, next_pow2, torch_dtype
+from kernels._base import TritonKernel, next_pow2, torch_dtype
 from tunex.space import Choice, Pow2, Space
 
 __all__ = ["LayerNorm", "layernorm", "layernorm_kernel"]
@@ -52,7 +52,7 @@ def layernorm_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, stride, M, 
         tl.store(y_ptr + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-class LayerNorm(Kernel):
+class LayerNorm(TritonKernel):
     """Layer norm over the rows of ``x[M, N]`` with weight and bias ``[N]``.
 
     Space: ``BLOCK_N`` 128..16384 (no wider than the row rounded up to a power of two),

@@ -14,7 +14,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels._base import Kernel, next_pow2, torch_dtype
+from kernels._base import TritonKernel, next_pow2, torch_dtype
 from tunex.space import Choice, Int, Pow2, Space
 
 __all__ = ["ALTERNATIVES", "TUTORIAL_CONFIGS", "Matmul", "clear_choices", "implementation",
@@ -74,7 +74,7 @@ def tutorial_triton_configs() -> list[triton.Config]:
             for c in TUTORIAL_CONFIGS]
 
 
-class Matmul(Kernel):
+class Matmul(TritonKernel):
     """``C[M, N] = A[M, K] @ B[K, N]``, row-major, fp16 or bf16.
 
     Space (before constraints 4*4*3*2*3*4 = 1,152 points): ``BLOCK_M``/``BLOCK_N`` in 32..256,
@@ -176,7 +176,7 @@ class _Choices:
     kernels' own caches, whenever packs are loaded or cleared."""
 
     def __init__(self) -> None:
-        self.picked: dict[tuple[Any, ...], Kernel] = {}
+        self.picked: dict[tuple[Any, ...], TritonKernel] = {}
 
     def clear_cache(self) -> None:
         self.picked.clear()
@@ -185,7 +185,7 @@ class _Choices:
 _CHOICE = _Choices()
 
 
-def implementation(a: Any, b: Any) -> Kernel:
+def implementation(a: Any, b: Any) -> TritonKernel:
     """The library kernel :func:`matmul` runs for ``a @ b``: of :data:`ALTERNATIVES` that can
     run the operands, the one whose config for this workload measured fastest in the tuning
     database or a loaded pack; ``matmul`` when none has a measured config. Decided once per
@@ -208,7 +208,7 @@ def clear_choices() -> None:
     _CHOICE.clear_cache()
 
 
-def _launchers() -> dict[str, Kernel]:
+def _launchers() -> dict[str, TritonKernel]:
     """The kernels of :data:`ALTERNATIVES` whose launchers this process uses (each module's
     own instance, so its decorator's caches are the ones :func:`matmul` fills)."""
     from kernels import matmul_tma
@@ -216,7 +216,7 @@ def _launchers() -> dict[str, Kernel]:
     return {"matmul": _KERNEL, "matmul_tma": matmul_tma._KERNEL}
 
 
-def _choose(inputs: Mapping[str, Any], problem: dict[str, Any]) -> Kernel:
+def _choose(inputs: Mapping[str, Any], problem: dict[str, Any]) -> TritonKernel:
     from tunex.autotune import _runtime
 
     _runtime.register(_CHOICE)  # forgotten with the decorators' caches (a weak set: idempotent)

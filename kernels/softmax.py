@@ -12,7 +12,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels._base import Kernel, next_pow2, torch_dtype
+from kernels._base import TritonKernel, next_pow2, torch_dtype
 from tunex.space import Choice, Pow2, Space
 
 __all__ = ["Softmax", "softmax", "softmax_kernel"]
@@ -36,7 +36,7 @@ def softmax_kernel(y_ptr, x_ptr, x_row_stride, y_row_stride, n_rows, n_cols,
                      y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-class Softmax(Kernel):
+class Softmax(TritonKernel):
     """Softmax over the rows of ``x[M, N]`` (fp16, bf16 or fp32; computed in fp32).
 
     Space: ``ROWS`` per program 1..8, ``num_warps`` 1..16, ``num_stages`` 1..3; constraints

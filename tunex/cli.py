@@ -31,7 +31,7 @@ def _load_kernel(name: str | None) -> Any:
     if not name:
         return None
     try:
-        from kernels import get_kernel
+        from tunex.kernel import get_kernel
     except ImportError as e:
         raise TunexError(f"no kernel library available to find {name!r} ({e})") from None
     return get_kernel(name)

@@ -2,7 +2,9 @@
 
 Targets by name (``make_target`` specs): ``replay:PATH`` (recorded measurements; options after
 ``?``: ``noisy=1``, ``seed=N``, ``definition=T1.json``), ``triton_gpu`` (Triton on an NVIDIA GPU),
-``cpu`` (native host CPU). Hardware-specific targets are imported only when used.
+``cpu`` (C kernels compiled and timed on this machine), ``riscv-sim:CORE`` (C/RVV kernels under
+QEMU with a cycle model of the core: x60, x280, p670), ``riscv-ssh:HOST`` (RISC-V boards over
+SSH). Hardware-specific targets are imported only when used.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ __all__ = ["Target", "available_targets", "make_target", "register_target"]
 _REGISTRY: dict[str, str] = {
     "replay": "tunex.targets.replay:ReplayTarget",
     "triton_gpu": "tunex.targets.triton_gpu:TritonGPUTarget",
+    "cpu": "tunex.targets.cpu:CpuTarget",
+    "riscv-sim": "tunex.targets.riscv.sim:RiscvSimTarget",
+    "riscv-ssh": "tunex.targets.riscv.ssh:RiscvSSHTarget",
 }
 
 

@@ -303,7 +303,7 @@ class TritonGPUTarget(Target):
         the kernel's name and source hash, its bucketed :meth:`~kernels.Kernel.problem_key`,
         and :meth:`fingerprint`.
         """
-        from kernels import get_kernel
+        from tunex.kernel import get_kernel
 
         if kernel is None:
             raise TargetError("name the kernel to tune, e.g. tunex search matmul --target "
@@ -345,7 +345,7 @@ class TritonGPUTarget(Target):
         import triton
         from triton.compiler import ASTSource
 
-        from kernels import get_kernel
+        from tunex.kernel import get_kernel
 
         k = get_kernel(workload.kernel)
         problem = k.representative(workload.problem)
@@ -439,7 +439,7 @@ class _DeviceState:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def _inputs_for(self, workload: Workload) -> tuple[Any, dict[str, Any]]:
-        from kernels import get_kernel
+        from tunex.kernel import get_kernel
 
         k = get_kernel(workload.kernel)
         problem = k.representative(workload.problem)

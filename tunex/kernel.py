@@ -1,0 +1,360 @@
+"""The kernel contract and the kernel registry, shared by targets, the decorator and the CLI.
+
+A kernel is anything tunex can tune by name: it declares a :class:`~tunex.space.Space`, the
+problem dimensions a user gives (with their bucketing), and a reference to check results
+against. Two families implement the contract:
+
+- Triton kernels (``kernels/*.py``, :class:`kernels.TritonKernel`): a ``@triton.jit`` function,
+  built and measured by the ``triton_gpu`` target.
+- C kernels (``kernels/rvv/``, :class:`CKernel` here): C source rendered per config (RVV
+  intrinsics at a given LMUL, or portable loops with vectorisation pragmas), built by clang
+  for RISC-V or the host and measured by the ``riscv-sim``, ``riscv-ssh`` and ``cpu`` targets.
+
+Targets find kernels through :func:`get_kernel` and never import the library themselves.
+The registry is filled from the ``tunex.kernels`` entry points of installed distributions
+(tunex declares its own library there, see ``pyproject.toml``), from the environment variable
+``TUNEX_KERNELS="name=package.module:Class,..."`` (read on first use, inherited by worker
+processes) and by :func:`register_kernel` at run time.
+
+The C kernel ABI, which every C kernel source must define::
+
+    void tx_kernel(float *const *buf, const long *dim);
+
+``buf`` holds the buffers named by :attr:`CKernel.inputs` then :attr:`CKernel.outputs`, each a
+C-contiguous float32 array of :meth:`CKernel.shapes`; ``dim`` holds the problem's dims in
+:attr:`Kernel.dims` order. ``tx_kernel`` must overwrite every output element on every call
+(the harness calls it repeatedly) and must not depend on anything but its arguments. Helper
+functions are ``static`` or carry the ``tx_`` prefix: the cycle model counts what runs in
+``tx_*`` functions.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tunex.errors import ConfigError, SpaceError
+from tunex.space import Space
+from tunex.trial import Config
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "BUCKETS",
+    "CKernel",
+    "Isa",
+    "Kernel",
+    "available_kernels",
+    "get_kernel",
+    "next_pow2",
+    "register_kernel",
+]
+
+
+def next_pow2(n: int) -> int:
+    """Smallest power of two >= ``n`` (1 for ``n <= 1``)."""
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+#: Bucketing rules a kernel may declare per problem dimension.
+BUCKETS = {
+    "exact": lambda v: int(v),
+    "pow2": next_pow2,
+}
+
+_DTYPES = {"float16": "float16", "fp16": "float16", "half": "float16",
+           "bfloat16": "bfloat16", "bf16": "bfloat16",
+           "float32": "float32", "fp32": "float32", "float": "float32"}
+
+
+class Kernel(abc.ABC):
+    """A tunable kernel: its space, problem key (with bucketing) and reference.
+
+    Subclasses set :attr:`name`, :attr:`dims`, :attr:`dtypes` (first is the default) and
+    :attr:`buckets`, and implement :meth:`space`, :attr:`source_hash`, :meth:`flops` and
+    :meth:`bytes`. Instances are cheap; the registry keeps one per name.
+    """
+
+    #: Registry name (``tunex search NAME``).
+    name: ClassVar[str]
+    #: Problem dimensions a user must give, in order (e.g. ``("M", "N", "K")``).
+    dims: ClassVar[tuple[str, ...]]
+    #: Element types the kernel supports (torch dtype names); the first is the default.
+    dtypes: ClassVar[tuple[str, ...]] = ("float16",)
+    #: Bucketing per dimension (``"exact"`` or ``"pow2"``); dimensions not named are exact.
+    buckets: ClassVar[Mapping[str, str]] = {}
+    #: What builds it: ``"triton"`` or ``"c"``. Targets refuse kernels of another language.
+    language: ClassVar[str] = "triton"
+
+    @property
+    @abc.abstractmethod
+    def source_hash(self) -> str:
+        """A short hash of the kernel's code: part of the workload, so tuned configs are
+        forgotten when the code they were measured with changes."""
+
+    # -- space ----------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def space(self) -> Space:
+        """The unbound space; its problem names are dims, device facts and :meth:`derived`."""
+
+    def derived(self, problem: Mapping[str, Any]) -> dict[str, Any]:
+        """Extra problem values constraints may read (e.g. ``ELT`` bytes, ``N_POW2``)."""
+        return {}
+
+    def bind(self, space: Space, problem: Mapping[str, Any], device: Mapping[str, Any]) -> Space:
+        """``space`` bound to a concrete problem and device facts.
+
+        Raises:
+            SpaceError: a problem name of the space has no value anywhere.
+        """
+        values = {**device, **problem, **self.derived(problem)}
+        missing = [n for n in space.problem if n not in values]
+        if missing:
+            raise SpaceError(f"{self.name}: no value for {missing}; give them in the shape "
+                             f"({', '.join(self.dims)}) or the device facts")
+        return space.bind(**{n: values[n] for n in space.problem})
+
+    def default_config(self, problem: Mapping[str, Any], device: Mapping[str, Any]) -> Config:
+        """The config used when nothing better is known: the bound space's default."""
+        return self.bind(self.space(), self.representative(self.problem_key(problem)),
+                         device).default()
+
+    # -- problem key ----------------------------------------------------------------------------
+
+    def problem_key(self, problem: Mapping[str, Any]) -> dict[str, Any]:
+        """The database key of a problem: every dim (bucketed) and the dtype.
+
+        Raises:
+            ConfigError: a dim is missing or not a positive integer, or the dtype is unknown.
+        """
+        missing = [d for d in self.dims if d not in problem]
+        unknown = [k for k in problem if k not in (*self.dims, "dtype")]
+        if missing or unknown:
+            raise ConfigError(
+                f"{self.name} needs the sizes {', '.join(self.dims)} (and optionally dtype); "
+                + (f"missing {missing}" if missing else f"unknown {unknown}")
+                + f", e.g. --shape {','.join(f'{d}=1024' for d in self.dims)}")
+        key: dict[str, Any] = {}
+        for d in self.dims:
+            value = problem[d]
+            if isinstance(value, bool):
+                raise ConfigError(f"{self.name}: {d}={value!r} is not an integer")
+            try:
+                v = int(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{self.name}: {d}={value!r} is not an integer") from None
+            if v != value and not (isinstance(value, str) and value.strip().isdigit()):
+                raise ConfigError(f"{self.name}: {d}={value!r} is not an integer")
+            if v <= 0:
+                raise ConfigError(f"{self.name}: {d}={v} must be positive")
+            rule = self.buckets.get(d, "exact")
+            key[d] = BUCKETS[rule](v)
+        dtype = _DTYPES.get(str(problem.get("dtype", self.dtypes[0])).replace("torch.", ""))
+        if dtype not in self.dtypes:
+            raise ConfigError(f"{self.name}: dtype {problem.get('dtype')!r} is not supported; "
+                              f"choose one of {list(self.dtypes)}")
+        key["dtype"] = dtype
+        return key
+
+    def representative(self, key: Mapping[str, Any]) -> dict[str, Any]:
+        """The concrete problem built and measured for a (bucketed) key: the key itself."""
+        return dict(key)
+
+    # -- cost -----------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def flops(self, problem: Mapping[str, Any]) -> float:
+        """Floating-point operations of one launch."""
+
+    @abc.abstractmethod
+    def bytes(self, problem: Mapping[str, Any]) -> float:
+        """Bytes one launch must move to and from memory at least."""
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.name}>"
+
+
+# -- C kernels ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Isa:
+    """What a C kernel is built for: the facts that change which source is rendered.
+
+    Attributes:
+        name: the core (``"x280"``) or ``"host"``.
+        arch: ``"riscv64"``, ``"x86_64"``, ``"aarch64"``.
+        rvv: the RVV 1.0 intrinsics path is available (``riscv_vector.h``).
+        vlen: bits of one vector register (RVV VLEN; the widest SIMD register on the host).
+        vregs: architectural vector registers (32 for RVV and AVX-512, 16 for AVX2/NEON...).
+    """
+
+    name: str
+    arch: str
+    rvv: bool
+    vlen: int
+    vregs: int = 32
+
+    def lanes(self, sew: int = 32) -> int:
+        """Elements of ``sew`` bits in one vector register (LMUL 1)."""
+        return max(1, self.vlen // sew)
+
+    def facts(self) -> dict[str, int]:
+        """Values a kernel's space constraints may read: ``vlen``, ``rvv`` (0/1), ``vregs``,
+        ``lanes`` (float32 elements per register)."""
+        return {"vlen": self.vlen, "rvv": int(self.rvv), "vregs": self.vregs,
+                "lanes": self.lanes(32)}
+
+
+class CKernel(Kernel):
+    """A kernel written in C: a source rendered per config, checked against NumPy.
+
+    Subclasses declare :attr:`inputs` and :attr:`outputs` (buffer names in ABI order, see the
+    module docstring), :meth:`shapes`, :meth:`reference`, :meth:`render` and
+    :meth:`baseline`. Inputs are float32, uniform in [-1, 1) from a seeded generator unless
+    :meth:`make_inputs` is overridden.
+    """
+
+    language = "c"
+    dtypes = ("float32",)
+    #: Input buffers, in the order ``tx_kernel`` receives them (before the outputs).
+    inputs: ClassVar[tuple[str, ...]]
+    #: Output buffers, after the inputs.
+    outputs: ClassVar[tuple[str, ...]]
+    #: ``(rtol, atol)`` of :meth:`check`: float32 accumulated in another order.
+    tolerance: ClassVar[tuple[float, float]] = (1e-4, 1e-5)
+
+    @cached_property
+    def source_hash(self) -> str:
+        """sha256 (16 hex digits) of the kernel's module source: the templates live there."""
+        module = sys.modules[type(self).__module__]
+        return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:16]
+
+    @property
+    def buffers(self) -> tuple[str, ...]:
+        return (*self.inputs, *self.outputs)
+
+    @abc.abstractmethod
+    def shapes(self, problem: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        """The shape of every buffer (inputs and outputs) for a concrete problem."""
+
+    def make_inputs(self, problem: Mapping[str, Any], seed: int = 0) -> dict[str, np.ndarray]:
+        """Input arrays (float32, C-contiguous) for ``problem``; the same for the same seed."""
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        shapes = self.shapes(problem)
+        return {n: rng.uniform(-1.0, 1.0, size=shapes[n]).astype(np.float32)
+                for n in self.inputs}
+
+    @abc.abstractmethod
+    def reference(self, inputs: Mapping[str, np.ndarray], problem: Mapping[str, Any]
+                  ) -> tuple[np.ndarray, ...]:
+        """Expected outputs (in :attr:`outputs` order) computed with NumPy in float64."""
+
+    @abc.abstractmethod
+    def render(self, config: Mapping[str, Any], problem: Mapping[str, Any], isa: Isa) -> str:
+        """C source defining ``tx_kernel`` for ``config`` on ``problem`` (a concrete problem:
+        sizes may be compiled in as constants)."""
+
+    @abc.abstractmethod
+    def baseline(self, problem: Mapping[str, Any], isa: Isa) -> str:
+        """The plain C form a user would write, left to the compiler (``-O3``, its own
+        vectorisation and LMUL): what tuned configs are compared against."""
+
+    def check(self, got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str | None:
+        """``None`` when ``got`` matches ``want`` within :attr:`tolerance`, else what is wrong."""
+        import numpy as np
+
+        rtol, atol = self.tolerance
+        for name, g, w in zip(self.outputs, got, want):
+            if g.shape != w.shape:
+                return f"{name}: shape {g.shape} != {w.shape}"
+            bad = ~np.isclose(g, w, rtol=rtol, atol=atol)
+            n = int(bad.sum())
+            if n:
+                err = np.nan_to_num(np.abs(g.astype(np.float64) - w), nan=np.inf)
+                first = np.unravel_index(int(np.argmax(bad)), g.shape)
+                return (f"{name}: {n} of {g.size} elements off (max abs error {err.max():.3g}, "
+                        f"first at {tuple(int(i) for i in first)}, rtol={rtol}, atol={atol})")
+        return None
+
+
+# -- registry -----------------------------------------------------------------------------------
+
+_REGISTRY: dict[str, str] = {}
+_INSTANCES: dict[str, Kernel] = {}
+_LOADED = False
+
+
+def _from_environment(text: str) -> dict[str, str]:
+    """``name=module:Class,...`` from TUNEX_KERNELS; a malformed entry is an error, not ignored."""
+    out = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, sep, path = item.partition("=")
+        if not sep or ":" not in path or not name.strip().isidentifier():
+            raise ConfigError(f"TUNEX_KERNELS entry {item!r} is not NAME=package.module:Class")
+        out[name.strip()] = path.strip()
+    return out
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    from importlib.metadata import entry_points
+
+    found = {ep.name: ep.value for ep in entry_points(group="tunex.kernels")}
+    for name, path in found.items():
+        _REGISTRY.setdefault(name, path)
+    _REGISTRY.update(_from_environment(os.environ.get("TUNEX_KERNELS", "")))
+    _LOADED = True
+
+
+def register_kernel(name: str, path: str) -> None:
+    """Make a kernel available to :func:`get_kernel` (``"module:Class"``, imported on use).
+
+    The registry is per process: tunex's build and measure workers (spawned processes) do not
+    see a registration made at run time in the parent. Name such kernels in the environment
+    variable ``TUNEX_KERNELS`` instead, which workers inherit.
+    """
+    _load()
+    _REGISTRY[name] = path
+    _INSTANCES.pop(name, None)
+
+
+def available_kernels() -> list[str]:
+    _load()
+    return sorted(_REGISTRY)
+
+
+def get_kernel(name: str | Kernel) -> Kernel:
+    """The kernel called ``name`` (one shared instance per name).
+
+    Raises:
+        ConfigError: no kernel has that name.
+        ImportError: the kernel's module needs triton (or torch) and it is not installed.
+    """
+    if isinstance(name, Kernel):
+        return name
+    kernel = _INSTANCES.get(name)
+    if kernel is None:
+        _load()
+        path = _REGISTRY.get(name)
+        if path is None:
+            raise ConfigError(f"unknown kernel {name!r}; choose one of {available_kernels()}"
+                              " (or register yours: TUNEX_KERNELS=name=package.module:Class)")
+        module, _, attr = path.partition(":")
+        kernel = getattr(importlib.import_module(module), attr)()
+        _INSTANCES[name] = kernel
+    return kernel

@@ -1,0 +1,306 @@
+"""What the C-kernel targets share: render, compile with the harness, run, check, time.
+
+``cpu`` (native), ``riscv-sim`` (QEMU + cycle model) and ``riscv-ssh`` (boards) differ only in
+how a binary is compiled and how it is run and timed; everything else is here, once:
+
+- :meth:`CTarget.prepare` binds a :class:`~tunex.kernel.CKernel`'s space to the problem and to
+  the target's :class:`~tunex.kernel.Isa` facts (``vlen``, ``rvv``, ``vregs``, ``lanes``);
+- :meth:`CTarget.build` renders the config's C source, compiles it with ``harness.c`` into one
+  static binary (a failure is a ``compile_error`` artifact with the compiler's message), and
+  gathers the subclass's build facts; the payload is the binary's bytes, so it crosses process
+  and Ray boundaries;
+- :meth:`CTarget.measure` writes the binary and the problem's inputs to a scratch directory,
+  runs it (subclass), reads the outputs back and checks them against the kernel's NumPy
+  reference (``wrong_result`` on a mismatch: never a winner), then returns the subclass's
+  timing. A crash is ``runtime_error``, a run past the timeout ``timeout``.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tunex.errors import TargetError
+from tunex.kernel import CKernel, Isa, get_kernel
+from tunex.space import Space
+from tunex.targets._base import Target
+from tunex.trial import Artifact, Config, Measurement, Status, Workload
+
+__all__ = ["HARNESS", "CBinary", "CTarget", "RunResult", "read_outputs", "write_inputs"]
+
+#: The harness every C kernel is linked with.
+HARNESS = Path(__file__).with_name("harness.c")
+
+
+@dataclass(frozen=True)
+class CBinary:
+    """A built C kernel: the static binary's bytes, and the facts of its build."""
+
+    elf: bytes
+    kernel: str
+    source_lines: int = 0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What running a binary gave: exit status, output, and facts of the run (e.g. cycles)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    timed_out: bool = False
+    lost: str | None = None  # the device could not be reached (a board rebooting...)
+
+
+def write_inputs(path: Path, kernel: CKernel, problem: Mapping[str, Any],
+                 inputs: Mapping[str, np.ndarray]) -> None:
+    """The harness's input file (format in harness.c) for ``problem`` and ``inputs``."""
+    shapes = kernel.shapes(problem)
+    dims = [int(problem[d]) for d in kernel.dims]
+    with open(path, "wb") as f:
+        f.write(b"TXIN0001")
+        f.write(struct.pack(f"<q{len(dims)}q", len(dims), *dims))
+        f.write(struct.pack("<q", len(kernel.buffers)))
+        for name in kernel.buffers:
+            f.write(struct.pack("<qq", int(np.prod(shapes[name])), int(name in kernel.outputs)))
+        for name in kernel.inputs:
+            a = np.ascontiguousarray(inputs[name], dtype="<f4")
+            if a.shape != tuple(shapes[name]):
+                raise TargetError(f"{kernel.name}: input {name} has shape {a.shape}, "
+                                  f"shapes() says {tuple(shapes[name])}")
+            f.write(a.tobytes())
+
+
+def read_outputs(path: Path, kernel: CKernel, problem: Mapping[str, Any]
+                 ) -> tuple[np.ndarray, ...]:
+    """The outputs the harness wrote, in :attr:`CKernel.outputs` order.
+
+    Raises:
+        ValueError: the file is shorter or longer than the outputs.
+    """
+    shapes = kernel.shapes(problem)
+    raw = Path(path).read_bytes()
+    out, offset = [], 0
+    for name in kernel.outputs:
+        n = int(np.prod(shapes[name]))
+        chunk = raw[offset:offset + 4 * n]
+        if len(chunk) != 4 * n:
+            raise ValueError(f"output file holds {len(raw)} bytes, {name} needs more")
+        out.append(np.frombuffer(chunk, dtype="<f4").reshape(shapes[name]).copy())
+        offset += 4 * n
+    if offset != len(raw):
+        raise ValueError(f"output file holds {len(raw) - offset} bytes more than the outputs")
+    return tuple(out)
+
+
+def _tail(text: str, lines: int = 12, chars: int = 2000) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
+
+
+class CTarget(Target):
+    """Base of the targets that build C kernels (:class:`~tunex.kernel.CKernel`).
+
+    Subclasses set :attr:`isa` and implement :meth:`compile`, :meth:`run`,
+    :meth:`fingerprint`, and :meth:`timing` where the binary's own timing is not the answer.
+
+    Args:
+        timeout: seconds a compile or a run may take before it is a ``timeout``.
+        repeats, warmup: timed and untimed calls of the kernel per measurement.
+        flush_kb: bytes written between timed calls to evict the caches (KiB; 0: none).
+        check: compare the outputs with the kernel's reference (on every measurement).
+    """
+
+    isa: Isa
+    noisy = True
+
+    def __init__(self, *, timeout: float = 120.0, repeats: int = 15, warmup: int = 2,
+                 flush_kb: int = 0, check: bool = True) -> None:
+        if repeats < 1 or warmup < 0 or flush_kb < 0 or timeout <= 0:
+            raise TargetError(f"{self.name}: repeats >= 1, warmup >= 0, flush_kb >= 0 and "
+                              f"timeout > 0 are needed (got repeats={repeats}, "
+                              f"warmup={warmup}, flush_kb={flush_kb}, timeout={timeout})")
+        self.timeout = float(timeout)
+        self.repeats = int(repeats)
+        self.warmup = int(warmup)
+        self.flush_kb = int(flush_kb)
+        self.check = bool(check)
+        self._refs: dict[str, tuple[dict[str, np.ndarray], tuple[np.ndarray, ...]]] = {}
+
+    # -- subclass hooks -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def compile(self, sources: Sequence[Path], out: Path) -> subprocess.CompletedProcess[str]:
+        """Compile and link ``sources`` into the binary ``out``; the caller reads the result."""
+
+    @abc.abstractmethod
+    def run(self, binary: Path, argv: Sequence[str], cwd: Path) -> RunResult:
+        """Run ``binary`` with the harness's ``argv`` in ``cwd`` (which holds the input file and
+        receives the output file)."""
+
+    def build_facts(self, binary: Path) -> dict[str, Any]:
+        """Facts of a built binary for the cost model (code size, spills, static cycles)."""
+        return {"binary_bytes": binary.stat().st_size}
+
+    def harness_args(self) -> tuple[int, int, int]:
+        """``(repeats, warmup, flush_kb)`` the harness runs with."""
+        return self.repeats, self.warmup, self.flush_kb
+
+    def timing(self, result: RunResult, binary: Path) -> tuple[tuple[float, ...], dict[str, Any]]:
+        """Runtimes (ms) of the repeats and facts, from a successful run: by default the
+        harness's own ``tx_ns`` lines."""
+        times = tuple(int(line.split()[1]) / 1e6 for line in result.stdout.splitlines()
+                      if line.startswith("tx_ns "))
+        return times, {}
+
+    # -- the contract ---------------------------------------------------------------------------
+
+    def facts(self) -> Mapping[str, float]:
+        return {k: float(v) for k, v in self.isa.facts().items()}
+
+    def kernel_of(self, name: str | Any) -> CKernel:
+        """The C kernel called ``name``, or a clear error for a kernel of another language."""
+        if name is None:
+            raise TargetError(f"name the kernel to tune, e.g. tunex search sgemm --target "
+                              f"{self.name} --shape M=256,N=256,K=256")
+        k = get_kernel(name)
+        if not isinstance(k, CKernel):
+            raise TargetError(f"kernel {k.name!r} is a {k.language} kernel; the {self.name} "
+                              "target builds C kernels (e.g. sgemm, softmax_c, conv2d); tune "
+                              f"{k.name!r} with --target triton_gpu")
+        return k
+
+    def prepare(self, kernel: Any, problem: Mapping[str, Any]) -> tuple[Space, Workload]:
+        k = self.kernel_of(kernel)
+        key = k.problem_key(problem)
+        space = k.bind(k.space(), k.representative(key), self.isa.facts())
+        return space, Workload(k.name, k.source_hash, key, self.fingerprint())
+
+    def build(self, workload: Workload, config: Config) -> Artifact:
+        k = self.kernel_of(workload.kernel)
+        problem = k.representative(workload.problem)
+        try:
+            source = k.render(config, problem, self.isa)
+        except Exception as e:  # a config the template cannot express is a failed build
+            return Artifact(workload, config, Status.COMPILE_ERROR,
+                            error=f"render: {type(e).__name__}: {e}")
+        return self.build_source(workload, config, source)
+
+    def build_source(self, workload: Workload, config: Config, source: str) -> Artifact:
+        """Compile a given kernel source with the harness (also: the baseline's source)."""
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="tunex-c-") as tmp:
+            src = Path(tmp) / "kernel.c"
+            src.write_text(source)
+            binary = Path(tmp) / "kernel.bin"
+            try:
+                done = self.compile([src, HARNESS], binary)
+            except subprocess.TimeoutExpired:
+                return Artifact(workload, config, Status.TIMEOUT,
+                                error=f"compile exceeded {self.timeout:g} s",
+                                compile_ms=(time.perf_counter() - t0) * 1e3)
+            ms = (time.perf_counter() - t0) * 1e3
+            if done.returncode != 0 or not binary.exists():
+                return Artifact(workload, config, Status.COMPILE_ERROR,
+                                error=_tail(done.stderr or done.stdout), compile_ms=ms)
+            facts = self.build_facts(binary)
+            payload = CBinary(binary.read_bytes(), workload.kernel, source.count("\n"))
+        return Artifact(workload, config, Status.OK, payload=payload, facts=facts,
+                        compile_ms=ms)
+
+    def _reference(self, workload: Workload, k: CKernel, problem: Mapping[str, Any]
+                   ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, ...]]:
+        ref = self._refs.get(workload.key)
+        if ref is None:
+            inputs = k.make_inputs(problem, seed=0)
+            want = tuple(np.asarray(w, dtype=np.float64) for w in k.reference(inputs, problem))
+            ref = self._refs[workload.key] = (inputs, want)
+        return ref
+
+    def measure(self, artifact: Artifact) -> Measurement:
+        config = artifact.config
+        if not artifact.ok:
+            return Measurement.failed(config, artifact.status, artifact.error,
+                                      compile_ms=artifact.compile_ms, facts=artifact.facts)
+        workload = artifact.workload
+        k = self.kernel_of(workload.kernel)
+        problem = k.representative(workload.problem)
+        inputs, want = self._reference(workload, k, problem)
+        facts = dict(artifact.facts)
+        start = time.time()
+        common = {"compile_ms": artifact.compile_ms, "started_at": start}
+        with tempfile.TemporaryDirectory(prefix="tunex-run-") as tmp:
+            cwd = Path(tmp)
+            binary = cwd / "kernel.bin"
+            binary.write_bytes(artifact.payload.elf)
+            binary.chmod(0o755)
+            write_inputs(cwd / "in.bin", k, problem, inputs)
+            repeats, warmup, flush_kb = self.harness_args()
+            argv = ["in.bin", "out.bin", str(repeats), str(warmup), str(flush_kb)]
+            result = self.run(binary, argv, cwd)
+            facts.update(result.facts)
+            facts["run_seconds"] = round(result.seconds, 4)
+            if result.lost is not None:
+                return Measurement.failed(config, Status.WORKER_LOST, result.lost, facts=facts,
+                                          **common)
+            if result.timed_out:
+                return Measurement.failed(config, Status.TIMEOUT,
+                                          f"run exceeded {self.timeout:g} s", facts=facts,
+                                          **common)
+            if result.returncode != 0 or "tx_done" not in result.stdout:
+                why = _tail(result.stderr + "\n" + result.stdout)
+                return Measurement.failed(
+                    config, Status.RUNTIME_ERROR,
+                    f"exit status {result.returncode}: {why}" if why
+                    else f"exit status {result.returncode}", facts=facts, **common)
+            try:
+                got = read_outputs(cwd / "out.bin", k, problem)
+            except (OSError, ValueError) as e:
+                return Measurement.failed(config, Status.RUNTIME_ERROR, f"outputs: {e}",
+                                          facts=facts, **common)
+            if self.check:
+                wrong = k.check(got, want)
+                if wrong:
+                    return Measurement.failed(config, Status.WRONG_RESULT, wrong, facts=facts,
+                                              **common)
+            times, more = self.timing(result, binary)
+        facts.update(more)
+        if not times:
+            return Measurement.failed(config, Status.RUNTIME_ERROR,
+                                      "the run printed no timing", facts=facts, **common)
+        return Measurement(config, Status.OK, times, facts=facts, ended_at=time.time(), **common)
+
+    # -- helpers for subclasses -----------------------------------------------------------------
+
+    def _run_process(self, argv: Sequence[str], cwd: Path,
+                     env: Mapping[str, str] | None = None) -> RunResult:
+        t0 = time.perf_counter()
+        try:
+            done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True,
+                                  timeout=self.timeout, env=None if env is None
+                                  else {**os.environ, **env})
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else ""
+            return RunResult(-9, out, "", time.perf_counter() - t0, timed_out=True)
+        return RunResult(done.returncode, done.stdout, done.stderr, time.perf_counter() - t0)
+
+
+def which(*names: str) -> str | None:
+    """The first of ``names`` on PATH."""
+    for n in names:
+        found = shutil.which(n)
+        if found:
+            return found
+    return None
