@@ -1,0 +1,55 @@
+"""A tiny C kernel whose space holds every way a trial can fail, for the C targets' tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tunex.kernel import CKernel, Isa
+from tunex.space import Choice, Pow2, Space
+
+
+class ToyAxpy(CKernel):
+    """y = 2 x + 1 over N elements; ``mode`` picks a correct or a broken body."""
+
+    name = "toy_axpy"
+    dims = ("N",)
+    inputs = ("x",)
+    outputs = ("y",)
+
+    def space(self) -> Space:
+        return Space([Pow2("UNROLL", 1, 8, default=1),
+                      Choice("mode", ["ok", "wrong", "crash", "hang", "syntax"], default="ok")],
+                     ["UNROLL <= N"], problem=["N"], name="toy_axpy")
+
+    def shapes(self, problem: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        return {"x": (problem["N"],), "y": (problem["N"],)}
+
+    def reference(self, inputs: Mapping[str, np.ndarray], problem: Mapping[str, Any]
+                  ) -> tuple[np.ndarray, ...]:
+        return (2.0 * inputs["x"].astype(np.float64) + 1.0,)
+
+    def render(self, config: Mapping[str, Any], problem: Mapping[str, Any], isa: Isa) -> str:
+        body = {"ok": "y[i] = 2.0f * x[i] + 1.0f;",
+                "wrong": "y[i] = 2.0f * x[i] + (i == 3 ? 2.0f : 1.0f);",
+                "crash": "y[i] = ((volatile float *)0)[i];",
+                "hang": "for (volatile int z = 1; z; ) {} ",
+                "syntax": "y[i] = = 1;"}[config["mode"]]
+        return f"""
+void tx_kernel(float *const *buf, const long *dim) {{
+    const float *x = buf[0]; float *y = buf[1]; long n = dim[0];
+    #pragma clang loop unroll_count({config["UNROLL"]})
+    for (long i = 0; i < n; i++) {{ {body} }}
+}}
+"""
+
+    def baseline(self, problem: Mapping[str, Any], isa: Isa) -> str:
+        return self.render({"UNROLL": 1, "mode": "ok"}, problem, isa)
+
+    def flops(self, problem: Mapping[str, Any]) -> float:
+        return 2.0 * problem["N"]
+
+    def bytes(self, problem: Mapping[str, Any]) -> float:
+        return 8.0 * problem["N"]
