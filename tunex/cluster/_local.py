@@ -40,12 +40,16 @@ class LocalOptions:
 
     Attributes:
         build_workers: processes compiling configs in parallel (default: CPU count - 1).
+        measure_workers: processes measuring at once (default: the target's
+            :attr:`~tunex.targets.Target.measure_slots`: 1 for a device, every CPU for a
+            simulator).
         build_timeout: seconds before a build is killed and recorded as ``timeout``.
         measure_timeout: seconds before a measurement (a hung kernel) is killed likewise.
         start_method: multiprocessing start method; ``spawn`` is safe with threads and CUDA.
     """
 
     build_workers: int = max(1, (os.cpu_count() or 2) - 1)
+    measure_workers: int | None = None
     build_timeout: float = 300.0
     measure_timeout: float = 60.0
     start_method: str = "spawn"
@@ -127,15 +131,20 @@ class LocalExecutor(Executor):
         self.options = options or LocalOptions()
         self.target = target
         ctx = mp.get_context(self.options.start_method)
-        self.slots = self.options.build_workers + 1
+        n_measure = self.options.measure_workers or target.measure_slots or (os.cpu_count() or 1)
+        if self.options.build_workers < 1 or n_measure < 1:
+            raise ValueError("LocalExecutor needs at least one build and one measure worker")
+        self.slots = self.options.build_workers + n_measure
         self._builders = [_Worker(ctx, target, f"build{i}")
                           for i in range(self.options.build_workers)]
-        self._device = _Worker(ctx, target, "device")
+        self._devices = [_Worker(ctx, target, "device" if n_measure == 1 else f"device{i}")
+                         for i in range(n_measure)]
         self._builds: queue.Queue[Any] = queue.Queue()
         self._measures: queue.Queue[Any] = queue.Queue()
         self._threads = [threading.Thread(target=self._build_loop, args=(w,), daemon=True)
                          for w in self._builders]
-        self._threads.append(threading.Thread(target=self._measure_loop, daemon=True))
+        self._threads += [threading.Thread(target=self._measure_loop, args=(w,), daemon=True)
+                          for w in self._devices]
         for t in self._threads:
             t.start()
 
@@ -167,15 +176,15 @@ class LocalExecutor(Executor):
                 fut.set_result(Measurement.failed(config, status, error, worker=worker.name,
                                                   started_at=start))
 
-    def _measure_loop(self) -> None:
+    def _measure_loop(self, device: _Worker) -> None:
         while True:
             item = self._measures.get()
             if item is None:
                 return
             art, fut, start = item
-            kind, value = self._device.call("measure", art, self.options.measure_timeout)
+            kind, value = device.call("measure", art, self.options.measure_timeout)
             if kind == "ok":
-                m = value.replace(worker=value.worker or "device", started_at=start,
+                m = value.replace(worker=value.worker or device.name, started_at=start,
                                   compile_ms=value.compile_ms if value.compile_ms is not None
                                   else art.compile_ms)
                 fut.set_result(m)
@@ -184,12 +193,13 @@ class LocalExecutor(Executor):
             else:
                 status = failure_status(kind, Status.RUNTIME_ERROR)
                 error = value or f"measurement exceeded {self.options.measure_timeout:g} s"
-                fut.set_result(Measurement.failed(art.config, status, error, worker="device",
+                fut.set_result(Measurement.failed(art.config, status, error, worker=device.name,
                                                   compile_ms=art.compile_ms, started_at=start))
 
     def close(self) -> None:
         for _ in self._builders:
             self._builds.put(None)
-        self._measures.put(None)
-        for w in [*self._builders, self._device]:
+        for _ in self._devices:
+            self._measures.put(None)
+        for w in [*self._builders, *self._devices]:
             w.kill()

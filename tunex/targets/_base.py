@@ -28,6 +28,9 @@ class Target(abc.ABC):
     #: Whether measuring the same artifact twice can disagree (real devices: yes). The tuner
     #: re-measures close leaders only on noisy targets.
     noisy: bool = True
+    #: Measurements that may run at once on one machine: 1 for a device (a GPU, a board);
+    #: ``None`` for a simulator, which any CPU can run (local executors use every CPU).
+    measure_slots: int | None = 1
 
     @abc.abstractmethod
     def fingerprint(self) -> Mapping[str, Any]:

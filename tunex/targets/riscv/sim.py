@@ -43,6 +43,7 @@ class RiscvSimTarget(CrossTarget):
 
     name = "riscv-sim"
     noisy = False
+    measure_slots = None  # any CPU simulates: measure on all of them
     needs = ("clang", "qemu", "plugin", "objdump", "mca")
 
     def __init__(self, core: str = "x280", *, timeout: float = 300.0,
