@@ -195,7 +195,7 @@ class Sgemm(CKernel):
         for r in range(tm):
             o(pragma, "for (long jj = 0; jj < jw; jj++) "
               + (f"acc[{r}][jj] = c[{r} * N + jj];" if blocked else f"acc[{r}][jj] = 0.0f;"))
-        o("#pragma clang loop unroll_count(%d)" % ku if ku > 1 else "#pragma nounroll")
+        o(f"#pragma clang loop unroll_count({ku})" if ku > 1 else "#pragma nounroll")
         o.open("for (long k = 0; k < kc; k++)")
         o("const float *brow = b + k * N;")
         for r in range(tm):
