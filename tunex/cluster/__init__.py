@@ -1,15 +1,16 @@
 """Where trials run: in-process, local worker processes, or a Ray cluster."""
 
 from tunex.cluster._base import Executor, run_trial
+from tunex.cluster._devices import Device, load_devices, simulator_devices
 from tunex.cluster._local import InlineExecutor, LocalExecutor, LocalOptions
 
-__all__ = ["Executor", "InlineExecutor", "LocalExecutor", "LocalOptions", "RayExecutor",
-           "run_trial"]
+__all__ = ["Device", "Executor", "InlineExecutor", "LocalExecutor", "LocalOptions",
+           "RayExecutor", "RayOptions", "load_devices", "run_trial", "simulator_devices"]
 
 
 def __getattr__(name: str):  # Ray is optional and heavy: import it only when asked for
-    if name == "RayExecutor":
-        from tunex.cluster._ray import RayExecutor
+    if name in ("RayExecutor", "RayOptions"):
+        from tunex.cluster import _ray
 
-        return RayExecutor
+        return getattr(_ray, name)
     raise AttributeError(name)

@@ -1,14 +1,21 @@
 """Ray executor: builds as tasks on CPU workers, one measuring actor per device.
 
 Behaves like :class:`~tunex.cluster.LocalExecutor`: a hung build or kernel is cancelled after
-its timeout and recorded as ``timeout``; a worker or actor that dies is recorded as
-``worker_lost`` (and a dead measuring actor is replaced). Ray is an optional dependency
-(``pip install 'tunex[ray]'``), imported only when this executor is created.
+its timeout and recorded as ``timeout``; a worker, actor or node that dies is recorded as
+``worker_lost`` (and a dead measuring actor is replaced, on whichever node still offers its
+device's resources). Devices are Ray custom resources (:class:`~tunex.cluster.Device`): a
+board's actor runs only on the node the board is attached to, a simulator slot on a node that
+simulates. Ray is an optional dependency (``pip install 'tunex[ray]'``), imported only when this
+executor is created.
 """
 
 from __future__ import annotations
 
-import itertools
+import collections
+import contextlib
+import json
+import os
+import socket
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunex.cluster._base import Executor, failed_build, failure_status
+from tunex.cluster._devices import Device
 from tunex.errors import ClusterError, TargetError
 from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
@@ -28,21 +36,32 @@ class RayOptions:
     """Options of :class:`RayExecutor`.
 
     Attributes:
-        address: a running cluster (``"host:6379"``, ``"auto"``); ``None`` starts a local one.
-        devices: measuring actors (default: the cluster's GPUs, at least 1).
-        gpus_per_device: GPUs each measuring actor reserves (0 for CPU or replay targets).
-        in_flight: trials kept in flight (default: the cluster's CPUs).
+        address: a running cluster (``"host:6379"``, ``"auto"``: ``RAY_ADDRESS`` or the cluster
+            ``ray start`` started on this machine, ``"ray://host:10001"``); ``None`` starts a
+            local instance (declaring the custom resources of ``device_specs``).
+        devices: GPU measuring actors when ``device_specs`` is empty (default: the cluster's
+            GPUs, at least 1).
+        gpus_per_device: GPUs each of those actors reserves (0 for CPU or replay targets).
+        device_specs: the devices to measure on, one actor each, placed by their Ray resources
+            (:func:`~tunex.cluster.load_devices`, :func:`~tunex.cluster.simulator_devices`);
+            when given, ``devices`` and ``gpus_per_device`` are not used.
+        in_flight: trials kept in flight (default: the cluster's CPUs, at least devices + 1).
         build_timeout, measure_timeout: seconds before a build or measurement is cancelled.
-        connect_timeout: seconds to wait for the cluster before giving up.
+        connect_timeout: seconds to wait for the cluster's address to answer.
+        placement_timeout: seconds a trial waits for a device when no device can be placed
+            (every node offering its resources left the cluster) before the search stops
+            with a :class:`~tunex.errors.ClusterError` (default: ``measure_timeout``).
     """
 
     address: str | None = None
     devices: int | None = None
     gpus_per_device: float = 1.0
+    device_specs: tuple[Device, ...] = ()
     in_flight: int | None = None
     build_timeout: float = 300.0
     measure_timeout: float = 60.0
     connect_timeout: float = 20.0
+    placement_timeout: float | None = None
 
 
 def _build(target: Target, workload: Workload, config: Config) -> Artifact:
@@ -54,19 +73,100 @@ def _build(target: Target, workload: Workload, config: Config) -> Artifact:
     return art
 
 
-class _Device:
-    """Measuring actor: owns one device and measures one artifact at a time."""
+class _Measurer:
+    """Measuring actor: owns one device and measures one artifact at a time.
 
-    def __init__(self, target: Target, name: str) -> None:
-        self.target, self.name = target, name
+    The target is specialised for the device here, on the device's node, so that a target can
+    take what it needs of the device's options (a board's host) where the device is.
+    """
+
+    def __init__(self, target: Target, device: Device) -> None:
+        import ray
+
+        self.device = device
+        self.error: Exception | None = None
+        self.target = target
+        make = getattr(target, "for_device", None)
+        if callable(make):
+            try:
+                self.target = make(dict(device.options))
+            except Exception as e:  # raised from ready(): a setup error, not a lost actor
+                self.error = e
+        self.node = ray.util.get_node_ip_address()
+        self.node_id = ray.get_runtime_context().get_node_id()
+
+    def ready(self) -> tuple[str, str]:
+        if self.error is not None:
+            raise self.error
+        return self.node, self.node_id
 
     def measure(self, artifact: Artifact) -> Measurement:
         m = self.target.measure(artifact)
-        return m.replace(worker=m.worker or self.name)
+        facts = {**m.facts, "node": self.node, "node_id": self.node_id,
+                 "device": self.device.name, "pid": os.getpid()}
+        return m.replace(worker=f"{self.node}/{self.device.name}", facts=facts)
+
+
+class _Slot:
+    """One device and where its actor stands: placing, free, busy, or broken."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.actor: Any = None
+        self.ready: Any = None
+        self.generation = 0
+        self.state = "placing"
+        self.since = time.monotonic()
+        self.node = "?"
+        self.node_id = ""
+        self.error: BaseException | None = None
+
+
+def _reachable(address: str, timeout: float) -> None:
+    """Fail fast (a TCP connect) where ``ray.init`` would wait a minute for an absent GCS."""
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        host, port = hostport, "10001" if address.startswith("ray://") else "6379"
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ClusterError(
+            f"cannot reach the Ray cluster at {address} ({host}:{port}: {e.strerror or e}); "
+            "start it with `ray start --head` (or check the address and the firewall), or "
+            "run without Ray (local execution is the default)"
+        ) from None
+
+
+def _resolve(address: str) -> str:
+    """``"auto"``: RAY_ADDRESS, else the cluster ``ray start`` left on this machine."""
+    if address != "auto":
+        return address
+    env = os.environ.get("RAY_ADDRESS", "")
+    if env and env != "auto":
+        return env
+    path = os.path.join("/tmp" if os.name == "posix" else os.path.realpath(os.sep), "ray",
+                        "ray_current_cluster")
+    try:
+        with open(path) as f:
+            found = f.read().strip()
+    except OSError:
+        found = ""
+    if not found:
+        raise ClusterError("--ray auto: no running Ray cluster found (RAY_ADDRESS is unset and "
+                           f"{path} is absent); start one with `ray start --head`, or give "
+                           "its address (HOST:6379)")
+    return found
 
 
 class RayExecutor(Executor):
-    """Runs trials on a Ray cluster (or a local Ray instance)."""
+    """Runs trials on a Ray cluster (or a local Ray instance).
+
+    Each trial's build is a Ray task (``num_cpus=1``); its measurement goes to whichever
+    device is free first, never to a device that is measuring. Measurements record where they
+    ran: ``worker`` is ``"<node-ip>/<device>"`` and ``facts`` has ``node``, ``node_id``,
+    ``device`` and ``pid``.
+    """
 
     def __init__(self, target: Target, options: RayOptions | None = None) -> None:
         try:
@@ -79,47 +179,180 @@ class RayExecutor(Executor):
         if not ray.is_initialized():
             self._connect()
         resources = ray.cluster_resources()
-        gpus = int(resources.get("GPU", 0))
-        n_dev = opt.devices or max(1, gpus if opt.gpus_per_device else 1)
-        self._gpus = opt.gpus_per_device if gpus else 0.0
+        if opt.device_specs:
+            devices = tuple(opt.device_specs)
+            self._check_resources(devices, resources)
+        else:
+            gpus = int(resources.get("GPU", 0))
+            per = opt.gpus_per_device if gpus else 0.0
+            n_dev = opt.devices or max(1, gpus if opt.gpus_per_device else 1)
+            devices = tuple(Device(f"gpu{i}" if per else f"device{i}", {}, gpus=per)
+                            for i in range(n_dev))
         self._target_ref = ray.put(target)
         self._build_task = ray.remote(num_cpus=1, max_retries=0)(_build)
-        self._actor_cls = ray.remote(num_gpus=self._gpus, num_cpus=0)(_Device)
-        self._devices = [self._new_device(i) for i in range(n_dev)]
-        self._locks = [threading.Lock() for _ in self._devices]
-        self._next = itertools.cycle(range(n_dev))
-        self.slots = opt.in_flight or max(2, int(resources.get("CPU", 2)))
-        self._pool = ThreadPoolExecutor(max_workers=self.slots + n_dev,
-                                        thread_name_prefix="tunex-ray")
-        # builds handed to Ray at once: no more than it has slots for, so a build's timeout
+        self._actor_cls = ray.remote(num_cpus=0, max_restarts=0)(_Measurer)
+        self._cond = threading.Condition()
+        self._free: collections.deque[int] = collections.deque()
+        self._closed = False
+        self._slots = [_Slot(d) for d in devices]
+        for i in range(len(self._slots)):
+            self._place(i)
+        cpus = int(resources.get("CPU", 2))
+        self.slots = opt.in_flight or max(2, cpus, len(devices) + 1)
+        self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="tunex-ray")
+        # builds handed to Ray at once: no more than it has CPUs for, so a build's timeout
         # runs while it builds, not while it waits in Ray's queue behind a hung one
-        self._building = threading.BoundedSemaphore(self.slots)
+        self._building = threading.BoundedSemaphore(max(1, min(self.slots, cpus)))
+        self._placer = threading.Thread(target=self._place_loop, daemon=True,
+                                         name="tunex-ray-placer")
+        self._placer.start()
+
+    # -- the cluster and its devices ------------------------------------------------------
 
     def _connect(self) -> None:
+        # ray.init must run on the calling thread: from a helper thread a new local instance
+        # never comes up (Ray gives up after ~60 s with "Failed to connect to GCS")
         opt = self.options
-        result: dict[str, Any] = {}
-
-        def init() -> None:
-            try:
-                self.ray.init(address=opt.address, ignore_reinit_error=True,
-                              include_dashboard=False, log_to_driver=False,
-                              configure_logging=False)
-            except Exception as e:  # ray raises ConnectionError, RuntimeError, ...
-                result["error"] = e
-
-        t = threading.Thread(target=init, daemon=True)
-        t.start()
-        t.join(opt.connect_timeout)
-        if t.is_alive() or "error" in result:
-            why = result.get("error", f"no answer within {opt.connect_timeout:g} s")
+        address = opt.address
+        if address is None and os.environ.get("RAY_ADDRESS", "") not in ("", "auto", "local"):
+            address = os.environ["RAY_ADDRESS"]
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                  "configure_logging": False, "ignore_reinit_error": True}
+        if address is None:
+            needs: dict[str, float] = collections.defaultdict(float)
+            for d in opt.device_specs:
+                for k, v in d.resources.items():
+                    needs[k] += v
+            kwargs.update(address="local", resources=dict(needs) or None)
+            where = "a new local Ray instance"
+        else:
+            address = _resolve(address)
+            _reachable(address, opt.connect_timeout)
+            kwargs["address"] = address
+            where = f"the Ray cluster at {address}"
+        try:
+            self.ray.init(**kwargs)
+        except Exception as e:  # ray raises ConnectionError, RuntimeError, ValueError ...
             raise ClusterError(
-                f"cannot reach the Ray cluster at {opt.address or 'a new local instance'}: "
-                f"{why}; start it with `ray start --head` (or check the address), or run "
-                "without Ray (local execution is the default)"
+                f"cannot start or reach {where}: {type(e).__name__}: {e}; start it with "
+                "`ray start --head` (or check the address), or run without Ray (local "
+                "execution is the default)"
+            ) from None
+
+    @staticmethod
+    def _check_resources(devices: tuple[Device, ...], have: dict[str, float]) -> None:
+        missing: dict[str, float] = collections.defaultdict(float)
+        for d in devices:
+            for k, v in d.resources.items():
+                missing[k] += v
+            if d.gpus:
+                missing["GPU"] += d.gpus
+        short = {k: v for k, v in missing.items() if have.get(k, 0.0) <= 0}
+        if short:
+            names = [d.name for d in devices if set(d.resources) & set(short)
+                     or (d.gpus and "GPU" in short)]
+            raise ClusterError(
+                f"no node of the Ray cluster offers resource(s) {sorted(short)} that device(s) "
+                f"{names} need; start the node each device is attached to with e.g. `ray start "
+                f"--address=HEAD:6379 --resources='{json.dumps(short)}'`, or remove those "
+                "devices (--devices, --sim-slots)"
             )
 
-    def _new_device(self, i: int) -> Any:
-        return self._actor_cls.remote(self._target_ref, f"ray-device{i}")
+    def _place(self, i: int) -> None:
+        """Create slot ``i``'s actor; the placer thread frees it once Ray has placed it."""
+        s = self._slots[i]
+        d = s.device
+        s.actor = self._actor_cls.options(
+            num_gpus=d.gpus, resources=dict(d.resources) or None,
+        ).remote(self._target_ref, d)
+        s.ready = s.actor.ready.remote()
+        s.generation += 1
+        s.state = "placing"
+
+    def _replace(self, i: int) -> None:
+        with self._cond:
+            s = self._slots[i]
+            self.ray.kill(s.actor, no_restart=True)
+            if self._closed:
+                return
+            s.since = time.monotonic()
+            self._place(i)
+            self._cond.notify_all()
+
+    def _release(self, i: int) -> None:
+        with self._cond:
+            self._slots[i].state = "free"
+            self._free.append(i)
+            self._cond.notify_all()
+
+    def _place_loop(self) -> None:
+        ray = self.ray
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                pending = {s.ready: (i, s.generation) for i, s in enumerate(self._slots)
+                           if s.state == "placing"}
+                if not pending:
+                    self._cond.wait(1.0)
+                    continue
+            done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.5)
+            for ref in done:
+                i, gen = pending[ref]
+                try:
+                    node, node_id = ray.get(ref)
+                    outcome, error = "free", None
+                except ray.exceptions.RayTaskError as e:  # for_device refused the device
+                    outcome, error = "broken", e.cause if isinstance(e.cause, Exception) else e
+                except ray.exceptions.RayError:  # died while being placed: place it again
+                    outcome, error = "lost", None
+                with self._cond:
+                    s = self._slots[i]
+                    if s.generation != gen or self._closed:
+                        continue
+                    if outcome == "free":
+                        s.state, s.node, s.node_id = "free", node, node_id
+                        self._free.append(i)
+                    elif outcome == "broken":
+                        s.state, s.error = "broken", error
+                    else:
+                        self._place(i)
+                    self._cond.notify_all()
+
+    def _acquire(self) -> int:
+        """A free device; waits while any device is busy or still being placed."""
+        limit = self.options.placement_timeout or self.options.measure_timeout
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise ClusterError("the Ray executor was closed while a trial waited for "
+                                       "a device")
+                if self._free:
+                    i = self._free.popleft()
+                    self._slots[i].state = "busy"
+                    return i
+                now = time.monotonic()
+                if not any(s.state in ("free", "busy")
+                           or (s.state == "placing" and now - s.since < limit)
+                           for s in self._slots):
+                    raise self._no_device(limit)
+                self._cond.wait(0.5)
+
+    def _no_device(self, limit: float) -> BaseException:
+        broken = [s for s in self._slots if s.state == "broken"]
+        if len(broken) == len(self._slots) and broken[0].error is not None:
+            return broken[0].error
+        placing = [s.device for s in self._slots if s.state == "placing"]
+        need = {k: v for d in placing for k, v in d.resources.items()}
+        return ClusterError(
+            f"no device can measure: {[d.name for d in placing]} could not be placed for "
+            f"{limit:g} s (no live node offers {sorted(need) or 'their GPUs'}: did a node "
+            "leave the cluster?); start a node with e.g. `ray start --address=HEAD:6379 "
+            f"--resources='{json.dumps(need)}'` and run the search again (finished trials "
+            "are saved)"
+        )
+
+    # -- trials -----------------------------------------------------------------------------
 
     def submit(self, target: Target, workload: Workload, config: Config) -> Future[Measurement]:
         if target is not self.target:
@@ -140,9 +373,8 @@ class RayExecutor(Executor):
             if isinstance(cause, TargetError):
                 raise cause from None
             return "error", f"{type(cause).__name__}: {cause}"
-        except (ray.exceptions.WorkerCrashedError, ray.exceptions.RayActorError,
-                ray.exceptions.TaskCancelledError) as e:
-            return "lost", f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        except ray.exceptions.RayError as e:  # worker, actor, node or object lost; cancelled
+            return "lost", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
     def _trial(self, workload: Workload, config: Config) -> Measurement:
         start = time.time()
@@ -157,23 +389,33 @@ class RayExecutor(Executor):
                                       worker="ray-build", started_at=start)
         if not art.ok:
             return failed_build(art, "ray-build").replace(started_at=start)
-        i = next(self._next)
-        with self._locks[i]:  # one measurement at a time per device
-            kind, m = self._wait(self._devices[i].measure.remote(art), opt.measure_timeout,
-                                 actor=True)
-            if kind in ("timeout", "lost"):
-                self.ray.kill(self._devices[i], no_restart=True)
-                self._devices[i] = self._new_device(i)
+        i = self._acquire()  # one measurement at a time per device: it is ours until released
+        s = self._slots[i]
+        try:
+            kind, m = self._wait(s.actor.measure.remote(art), opt.measure_timeout, actor=True)
+        except BaseException:
+            self._release(i)
+            raise
+        if kind in ("timeout", "lost"):
+            self._replace(i)
+        else:
+            self._release(i)
         if kind == "ok":
             return m.replace(started_at=start, compile_ms=m.compile_ms if m.compile_ms is not None
                              else art.compile_ms)
         status = failure_status(kind, Status.RUNTIME_ERROR)
         return Measurement.failed(config, status,
                                   m or f"measurement exceeded {opt.measure_timeout:g} s",
-                                  worker=f"ray-device{i}", compile_ms=art.compile_ms,
+                                  worker=f"{s.node}/{s.device.name}", compile_ms=art.compile_ms,
+                                  facts={"node": s.node, "node_id": s.node_id,
+                                         "device": s.device.name},
                                   started_at=start)
 
     def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for d in self._devices:
-            self.ray.kill(d, no_restart=True)
+        for s in self._slots:
+            with contextlib.suppress(Exception):  # already gone with its node
+                self.ray.kill(s.actor, no_restart=True)
