@@ -50,10 +50,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     target = make_target(args.target)
     space, workload = target.prepare(_load_kernel(args.kernel), _shape(args.shape))
     executor: Any
-    if args.ray is not None:
+    if args.ray is not None or args.sim_slots or args.devices:
+        from tunex.cluster import Device, load_devices, simulator_devices
         from tunex.cluster._ray import RayExecutor, RayOptions
 
-        executor = RayExecutor(target, RayOptions(address=args.ray or None))
+        if args.ray is None:
+            raise TunexError("--sim-slots and --devices place measurements on a Ray cluster: "
+                             "add --ray [ADDRESS]")
+        specs: tuple[Device, ...] = load_devices(args.devices) if args.devices else ()
+        specs += simulator_devices(args.sim_slots) if args.sim_slots else ()
+        timeouts = {k: v for k, v in (("build_timeout", args.build_timeout),
+                                      ("measure_timeout", args.measure_timeout)) if v}
+        executor = RayExecutor(target, RayOptions(address=args.ray or None, device_specs=specs,
+                                                  **timeouts))
     elif args.workers == 0 or target.name == "replay":
         executor = InlineExecutor()
     else:
@@ -219,7 +228,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=None,
                    help="build processes (default: CPUs - 1; 0: build and measure in-process)")
     s.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                   help="run trials on a Ray cluster (no ADDRESS: a local Ray instance)")
+                   help="run trials on a Ray cluster: HOST:6379, auto (RAY_ADDRESS or the "
+                   "cluster `ray start` runs here); no ADDRESS: a new local Ray instance")
+    s.add_argument("--sim-slots", type=int, default=None, metavar="N",
+                   help="with --ray: N simulator actors, each needing Ray resource riscv-sim "
+                   "(ray start --resources='{\"riscv-sim\": N}')")
+    s.add_argument("--devices", default=None, metavar="FILE",
+                   help="with --ray: TOML file of [[board]]/[[simulator]] devices "
+                   "(see tunex.cluster.load_devices)")
+    s.add_argument("--build-timeout", type=float, default=None, metavar="S",
+                   help="with --ray: seconds before a build is cancelled (default 300)")
+    s.add_argument("--measure-timeout", type=float, default=None, metavar="S",
+                   help="with --ray: seconds before a measurement is cancelled (default 60)")
     s.add_argument("--patience", type=int, default=None,
                    help="stop after this many trials without a 1%% gain")
     s.add_argument("--no-transfer", action="store_true",
