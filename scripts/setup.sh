@@ -2,8 +2,11 @@
 # Set up tunex on a fresh machine, idempotently: a virtual environment in .venv with tunex
 # (editable) and its dependencies. Every step is skipped when already done.
 #   scripts/setup.sh          core: what `tunex search` needs
+#   scripts/setup.sh --riscv  also the RISC-V toolchain (clang-19, lld, llvm-mca, qemu-user, the
+#                             cross libc, the QEMU plugin) and OpenSSH: scripts/install-riscv.sh
 #   scripts/setup.sh --test   also the test tools, torch (CPU) + triton for the ahead-of-time
-#                             and interpreter tests, and Debian's PostgreSQL for the server tests
+#                             and interpreter tests, Debian's PostgreSQL for the server tests,
+#                             and the RISC-V toolchain (as --riscv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +20,10 @@ stamp=".venv/.tunex-installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
     "$VPY" -m pip install --quiet --disable-pip-version-check -e ".[postgres]"
     touch "$stamp"
+fi
+
+if [ "${1:-}" = "--riscv" ] || [ "${1:-}" = "--test" ]; then
+    bash scripts/install-riscv.sh
 fi
 
 if [ "${1:-}" = "--test" ]; then

@@ -15,7 +15,8 @@ OpenSSH server on loopback.
 ``make_target("riscv-ssh:user@host")``; options after ``?``: ``core`` (x60, x280, p670: what
 the binary is compiled for), ``port``, ``identity`` (key file), ``runner``, ``workdir``
 (default ``/tmp``), ``repeats``, ``warmup``, ``flush_kb``, ``timeout``, ``connect_timeout``,
-``board`` (a label for the fingerprint; boards with the same label and core share results).
+``board`` (a label for the fingerprint; boards with the same label and core share results),
+``ssh_config`` (an ssh_config file for keys, known hosts, jump hosts).
 With Ray, each board of a devices file becomes a measuring actor that calls
 :meth:`RiscvSSHTarget.for_device` with the board's ``host`` (and ``port``...).
 """
@@ -50,7 +51,7 @@ class RiscvSSHTarget(CrossTarget):
                  identity: str | None = None, runner: str = "", workdir: str = "/tmp",
                  repeats: int = 15, warmup: int = 2, flush_kb: int = 4096,
                  timeout: float = 120.0, connect_timeout: float = 10.0, board: str = "",
-                 check: bool = True) -> None:
+                 ssh_config: str | None = None, check: bool = True) -> None:
         super().__init__(core, timeout=timeout, repeats=repeats, warmup=warmup,
                          flush_kb=flush_kb, check=check)
         self.host = host
@@ -60,10 +61,12 @@ class RiscvSSHTarget(CrossTarget):
         self.workdir = str(workdir)
         self.connect_timeout = float(connect_timeout)
         self.board = str(board) or self.core.name
+        self.ssh_config = ssh_config
 
     def for_device(self, options: Mapping[str, Any]) -> RiscvSSHTarget:
         """A copy that measures on the board ``options`` name (host, port, identity, ...)."""
-        known = {"host", "port", "identity", "runner", "workdir", "connect_timeout"}
+        known = {"host", "port", "identity", "runner", "workdir", "connect_timeout",
+                 "ssh_config"}
         unknown = sorted(set(options) - known - {"name", "core", "board"})
         if unknown:
             raise TargetError(f"riscv-ssh: unknown board option(s) {unknown}; a board takes "
@@ -85,7 +88,8 @@ class RiscvSSHTarget(CrossTarget):
         if not self.host:
             raise TargetError("riscv-ssh needs a board: riscv-ssh:user@host (or a devices file "
                               "with --ray)")
-        argv = ["ssh", "-p", str(self.port), "-o", "BatchMode=yes",
+        argv = ["ssh", *(["-F", str(self.ssh_config)] if self.ssh_config else []),
+                "-p", str(self.port), "-o", "BatchMode=yes",
                 "-o", f"ConnectTimeout={max(1, int(self.connect_timeout))}",
                 "-o", "StrictHostKeyChecking=accept-new", "-o", "LogLevel=ERROR"]
         if self.identity:
@@ -95,7 +99,7 @@ class RiscvSSHTarget(CrossTarget):
 
     def run(self, binary: Path, argv: Sequence[str], cwd: Path) -> RunResult:
         t0 = time.perf_counter()
-        remote = f"{self.workdir.rstrip('/')}/tunex-{uuid.uuid4().hex[:12]}"
+        remote = f"{self.workdir.rstrip('/')}/tunex-board-{uuid.uuid4().hex[:12]}"
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             tar.add(binary, arcname="kernel.bin")

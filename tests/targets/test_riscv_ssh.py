@@ -1,0 +1,129 @@
+"""The riscv-ssh target against a real OpenSSH server on loopback whose "board" runs binaries
+under qemu-riscv64 (Debian's openssh-server and qemu-user; skipped where absent)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tunex.kernel import register_kernel
+from tunex.trial import Config, Status
+
+SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
+pytestmark = [
+    pytest.mark.riscv,
+    pytest.mark.skipif(SSHD is None or shutil.which("ssh") is None
+                       or shutil.which("qemu-riscv64") is None
+                       or shutil.which("clang-19") is None,
+                       reason="needs openssh-server, qemu-user and clang-19 "
+                              "(scripts/install-riscv.sh)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Sshd:
+    """A throwaway sshd on 127.0.0.1 that accepts one key, for the current user."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        os.chmod(root, 0o700)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", root / "host"],
+                       check=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", root / "user"],
+                       check=True)
+        shutil.copy(root / "user.pub", root / "authorized_keys")
+        os.chmod(root / "authorized_keys", 0o600)
+        self.port = _free_port()
+        (root / "sshd_config").write_text(
+            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {root / 'host'}\n"
+            f"AuthorizedKeysFile {root / 'authorized_keys'}\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+            f"PidFile {root / 'sshd.pid'}\nPermitRootLogin prohibit-password\n"
+            "AcceptEnv none\n")
+        (root / "ssh_config").write_text(
+            f"Host *\n  IdentityFile {root / 'user'}\n  UserKnownHostsFile {root / 'known'}\n"
+            "  StrictHostKeyChecking accept-new\n")
+        Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")],
+                                     stderr=subprocess.PIPE)
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("sshd did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the throwaway sshd needs root here (privilege separation)")
+    server = Sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+def _target(sshd, **extra):
+    from tunex.targets import make_target
+
+    register_kernel("toy_axpy", "tests.targets._toy_c:ToyAxpy")
+    user = os.environ.get("USER") or "root"
+    return make_target(f"riscv-ssh:{user}@127.0.0.1", core="x60", port=sshd.port,
+                       ssh_config=str(sshd.root / "ssh_config"), repeats=3, warmup=1,
+                       flush_kb=0, timeout=60, connect_timeout=5,
+                       runner="qemu-riscv64 -cpu rv64,v=true,vlen=256", **extra)
+
+
+def test_a_board_over_ssh_runs_checks_and_times(sshd):
+    t = _target(sshd)
+    _, wl = t.prepare("toy_axpy", {"N": 999})
+    assert wl.target["device"] == "board:x60"
+    m = t.measure(t.build(wl, Config(UNROLL=2, mode="ok")))
+    assert m.status is Status.OK, m.error
+    assert len(m.times_ms) == 3 and all(x > 0 for x in m.times_ms)
+    assert m.facts["board_host"].endswith("@127.0.0.1")
+    wrong = t.measure(t.build(wl, Config(UNROLL=1, mode="wrong")))
+    assert wrong.status is Status.WRONG_RESULT
+    crash = t.measure(t.build(wl, Config(UNROLL=1, mode="crash")))
+    assert crash.status is Status.RUNTIME_ERROR
+    left = subprocess.run(["sh", "-c", "ls -d /tmp/tunex-board-* 2>/dev/null | wc -l"],
+                          capture_output=True, text=True).stdout.strip()
+    assert left == "0"  # every run cleaned its directory on the board
+
+
+def test_an_unreachable_or_rebooting_board_is_a_recorded_failure(sshd):
+    t = _target(sshd)
+    _, wl = t.prepare("toy_axpy", {"N": 64})
+    art = t.build(wl, Config(UNROLL=1, mode="ok"))
+    sshd.stop()  # the board goes down
+    try:
+        down = t.measure(art)
+    finally:
+        sshd.start()  # and comes back
+    assert down.status is Status.WORKER_LOST and "unreachable" in down.error
+    assert t.measure(art).status is Status.OK
+    nowhere = t.for_device({"host": "root@127.0.0.1", "port": 1})
+    assert nowhere.measure(art).status is Status.WORKER_LOST
