@@ -2,19 +2,73 @@
 
 from __future__ import annotations
 
+import itertools
+import sqlite3
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from tests.cluster._fake_targets import WhereTarget
 from tests.cluster.test_local import SlowTarget, W
-from tunex import ClusterError, Config, Status
+from tunex import ClusterError, Config, ConfigError, Status
+from tunex.cluster import Device, load_devices, simulator_devices
+from tunex.cluster._ray import RayExecutor, RayOptions
 
-ray = pytest.importorskip("ray")
+try:
+    import ray
+except ImportError:
+    ray = None
 
-from tunex.cluster import RayExecutor  # noqa: E402
-from tunex.cluster._ray import RayOptions  # noqa: E402
+needs_ray = pytest.mark.skipif(ray is None, reason="ray is not installed (pip install tunex[ray])")
+REPO = Path(__file__).resolve().parents[2]
+REPLAY = REPO / "benchmarks" / "data" / "matmul_H200_1024x1024x1024.json.gz"
 
 
+# -- devices files (no Ray needed) ---------------------------------------------------------
+
+def test_a_devices_file_gives_one_device_per_board_and_simulator_slot(tmp_path):
+    f = tmp_path / "devices.toml"
+    f.write_text('[[board]]\nname = "bpi1"\nhost = "user@10.0.0.5"\nport = 2222\n\n'
+                 '[[simulator]]\nslots = 2\n\n'
+                 '[[device]]\nname = "a100"\nresources = {"a100" = 1}\ngpus = 1\n')
+    assert load_devices(f) == (
+        Device("bpi1", {"board:bpi1": 1.0}, {"host": "user@10.0.0.5", "port": 2222}),
+        Device("riscv-sim0", {"riscv-sim": 1.0}), Device("riscv-sim1", {"riscv-sim": 1.0}),
+        Device("a100", {"a100": 1.0}, gpus=1.0))
+    assert simulator_devices(3, "qemu")[2] == Device("qemu2", {"qemu": 1.0})
+
+
+@pytest.mark.parametrize("text, says", [
+    ("[[board]]\nhost = 'x'\n", "'name' must be"),
+    ("[[simulator]]\nslots = 0\n", "positive integer"),
+    ("[[simulator]]\nslotz = 2\n", "unknown key"),
+    ("[[gpu]]\nname = 'a'\n", "unknown section"),
+    ("[board]\nname = 'a'\n", "[[board]] table"),
+    ("[[board]]\nname = 'a'\n[[board]]\nname = 'a'\n", "unique name"),
+    ("[[device]]\nname = 'a'\nresources = {GPU = 1}\n", "gpus = N"),
+    ("", "declares no device"),
+    ("[[board]\n", "not valid TOML"),
+])
+def test_a_malformed_devices_file_says_what_a_valid_one_looks_like(tmp_path, text, says):
+    f = tmp_path / "devices.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_devices(f)
+    assert says in str(e.value)
+    assert "a valid devices file looks like" in str(e.value)
+
+
+def test_a_missing_devices_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read devices file"):
+        load_devices(tmp_path / "absent.toml")
+
+
+# -- the executor ------------------------------------------------------------------------------
+
+@needs_ray
 def test_unreachable_cluster_is_a_clear_error():
     if ray.is_initialized():
         pytest.skip("a Ray instance is already running in this process")
@@ -24,14 +78,31 @@ def test_unreachable_cluster_is_a_clear_error():
     assert time.monotonic() - start < 60
 
 
+@needs_ray
+def test_auto_without_a_cluster_is_a_clear_error(monkeypatch, tmp_path):
+    if ray.is_initialized():
+        pytest.skip("a Ray instance is already running in this process")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    with pytest.raises(ClusterError, match="ray start"):
+        RayExecutor(SlowTarget(), RayOptions(address="auto", connect_timeout=5))
+
+
 @pytest.fixture(scope="module")
-def ray_executor():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+def ray_cluster():
+    if ray is None:
+        pytest.skip("ray is not installed")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             resources={"riscv-sim": 2, "board:here": 1})
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_executor(ray_cluster):
     t = SlowTarget()
     ex = RayExecutor(t, RayOptions(build_timeout=20, measure_timeout=20, gpus_per_device=0))
     yield t, ex
     ex.close()
-    ray.shutdown()
 
 
 def test_failures_of_every_kind_become_measurements(ray_executor):
@@ -58,3 +129,70 @@ def test_a_build_waiting_behind_hung_ones_is_not_timed_out(ray_executor):
         assert healthy.result(timeout=120).status is Status.OK
     finally:
         ex.close()
+
+
+def test_trials_go_to_whichever_device_is_free_and_record_where(ray_cluster):
+    t = WhereTarget(seconds=0.3)
+    board = Device("bpi", {"board:here": 1}, {"host": "user@board"})
+    ex = RayExecutor(t, RayOptions(device_specs=(board, *simulator_devices(2)),
+                                   measure_timeout=30, in_flight=6))
+    try:
+        ms = [f.result(timeout=120) for f in [ex.submit(t, W, Config(a=k)) for k in range(12)]]
+    finally:
+        ex.close()
+    assert all(m.ok for m in ms)
+    by_device: dict[str, list] = {}
+    for m in ms:
+        assert m.worker == f"{m.facts['node']}/{m.facts['device']}"
+        by_device.setdefault(m.facts["device"], []).append(m)
+    assert set(by_device) == {"bpi", "riscv-sim0", "riscv-sim1"}
+    assert {m.facts["host"] for m in by_device["bpi"]} == {"user@board"}  # for_device(options)
+    assert {m.facts["host"] for m in by_device["riscv-sim0"]} == {""}
+    for runs in by_device.values():  # never two measurements at once on one device
+        spans = sorted((m.facts["t0"], m.facts["t1"]) for m in runs)
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+
+
+def test_a_device_whose_resource_no_node_offers_is_a_clear_error(ray_cluster):
+    board = Device("bpi9", {"board:nowhere": 1})
+    with pytest.raises(ClusterError, match=r"board:nowhere.*ray start"):
+        RayExecutor(WhereTarget(), RayOptions(device_specs=(board,)))
+
+
+def test_a_device_lost_for_good_stops_the_search_with_a_clear_error(ray_cluster):
+    # the resource exists when the executor starts, but its actor never gets it (another
+    # actor holds it), the way a node's board is gone after the node left the cluster
+    hog = ray.remote(num_cpus=0, resources={"board:here": 1})(WhereTarget).remote()
+    ray.get(hog.fingerprint.remote())
+    try:
+        t = WhereTarget(seconds=0.01)
+        ex = RayExecutor(t, RayOptions(device_specs=(Device("bpi", {"board:here": 1}),),
+                                       measure_timeout=3))
+        try:
+            with pytest.raises(ClusterError, match=r"could not be placed.*board:here"):
+                ex.submit(t, W, Config(a=1)).result(timeout=60)
+        finally:
+            ex.close()
+    finally:
+        ray.kill(hog)
+
+
+@pytest.mark.slow
+@needs_ray
+def test_tunex_search_ray_starts_a_local_instance(tmp_path):
+    # the path a user takes: ray.init from a helper thread used to die after ~66 s
+    if not REPLAY.is_file():
+        pytest.skip(f"{REPLAY} is absent")
+    db = tmp_path / "x.db"
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "tunex.cli", "search", "--target", f"replay:{REPLAY}", "--ray",
+         "--budget", "10trials", "--db", str(db), "-q"],
+        capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with sqlite3.connect(db) as con:
+        (n,), = con.execute("select count(*) from trials")
+        workers = {w for (w,) in con.execute("select worker from trials")}
+    assert n == 10
+    assert all(w.endswith("/device0") for w in workers)
+    assert time.monotonic() - start < 60

@@ -177,4 +177,9 @@ def load_devices(path: str | Path) -> tuple[Device, ...]:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"devices file {p} is not valid TOML ({e}). " + _EXAMPLE) from None
-    return _parse(doc, str(p))
+    try:
+        return _parse(doc, str(p))
+    except ConfigError as e:
+        if "valid devices file" in str(e):
+            raise
+        raise ConfigError(f"{e}. " + _EXAMPLE) from None
