@@ -480,8 +480,11 @@ def static_facts(elf: Path, core: Core, tc: Toolchain, ranges: Sequence[tuple[in
     """Compile-time facts of the kernel functions for the cost model and for pruning.
 
     - ``code_bytes``: size of the functions.
-    - ``vector_spills``: whole-register stores/loads (``vs<n>r.v``, ``vl<n>re<eew>.v``; the
-      compiler uses them only to spill) plus ``vle``/``vse`` addressed off ``sp``.
+    - ``vector_spills``: whole-register and unit-stride vector stores/loads (``vs<n>r.v``,
+      ``vl<n>re<eew>.v``, ``vse``/``vle``) whose base register points into the stack frame:
+      ``sp`` itself or a register set by ``add``/``addi``/``mv``/``sub`` from one that does
+      (spill slots of scalable vectors sit at ``sp + k * vlenb``). Whole-register accesses to
+      other memory are ordinary loads of vectorised loops, not spills.
     - ``scalar_spills``: scalar loads/stores addressed off ``sp`` that are not the
       prologue/epilogue: the prologue is the leading run of ``addi sp`` and stores to ``sp`` of
       each function, an epilogue the run of ``sp`` loads and ``addi sp`` just before a ``ret``.
@@ -506,11 +509,20 @@ def static_facts(elf: Path, core: Core, tc: Toolchain, ranges: Sequence[tuple[in
                 while k >= 0 and _is_frame_teardown(body[k]):
                     frame.add(body[k].addr)
                     k -= 1
+        stack = {"sp"}  # registers that hold an address in the frame (sp + offset)
         for insn in body:
             mn = insn.mnemonic
-            whole = _WHOLE_LOAD.match(mn) or _WHOLE_STORE.match(mn)
-            if whole or (re.match(r"^v[ls]e\d+\.v$", mn) and _SP.search(insn.operands)):
+            base = re.search(r"\((\w+)\)", insn.operands)
+            vector_mem = bool(_WHOLE_LOAD.match(mn) or _WHOLE_STORE.match(mn)
+                              or re.match(r"^v[ls]e\d+\.v$", mn))
+            if vector_mem and base and base.group(1) in stack:
                 vector_spills += 1
+            ops = [o.strip() for o in insn.operands.split(",")]
+            if not mn.startswith(("v", "s", "fs", "b", "j")) and ops and ops[0] != "sp":
+                if mn in ("add", "addi", "mv", "sub") and any(o in stack for o in ops[1:]):
+                    stack.add(ops[0])
+                else:
+                    stack.discard(ops[0])
             elif (mn in _SCALAR_STORES or mn in _SCALAR_LOADS) and _SP.search(insn.operands) \
                     and insn.addr not in frame:
                 scalar_spills += 1
