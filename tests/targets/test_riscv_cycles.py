@@ -208,3 +208,36 @@ def test_static_facts_find_the_saxpy_loop(runs: dict, tc: Toolchain) -> None:
     assert facts["vector_spills"] == 0 and facts["scalar_spills"] == 0
     assert facts["hot_loop_insns"] == 10
     assert facts["hot_loop_cycles"] > 0
+
+
+PRESSURE = r"""
+#include <riscv_vector.h>
+#include <stddef.h>
+__attribute__((noinline)) void tx_many(size_t n, const float *x, float *y) {
+  for (size_t vl; n > 0; n -= vl, x += vl, y += vl) {
+    vl = __riscv_vsetvl_e32m8(n);
+    vfloat32m8_t a = __riscv_vle32_v_f32m8(x, vl), b = __riscv_vle32_v_f32m8(x + 1, vl);
+    vfloat32m8_t c = __riscv_vle32_v_f32m8(x + 2, vl), d = __riscv_vle32_v_f32m8(x + 3, vl);
+    vfloat32m8_t e = __riscv_vle32_v_f32m8(x + 4, vl);
+    vfloat32m8_t r = __riscv_vfmul_vv_f32m8(__riscv_vfadd_vv_f32m8(a, e, vl),
+                                            __riscv_vfsub_vv_f32m8(b, d, vl), vl);
+    r = __riscv_vfmacc_vv_f32m8(r, c, a, vl);
+    r = __riscv_vfmacc_vv_f32m8(r, d, b, vl);
+    r = __riscv_vfmacc_vv_f32m8(r, e, c, vl);
+    __riscv_vse32_v_f32m8(y, r, vl);
+  }
+}
+int main(void) { return 0; }
+"""
+
+
+@pytest.mark.riscv
+def test_static_facts_count_vector_spills(tc: Toolchain, tmp_path: Path) -> None:
+    src = tmp_path / "pressure.c"
+    src.write_text(PRESSURE)
+    core = get_core("x280")
+    proc = tc.cross_compile([src], tmp_path / "pressure", core, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    exe = tmp_path / "pressure"
+    facts = static_facts(exe, core, tc, function_ranges(exe, tc))
+    assert facts["vector_spills"] >= 2  # five m8 values live in 32 registers: spill and reload
