@@ -15,8 +15,8 @@ from tunex.trial import Artifact, Config, Measurement, Status, Workload
 class WhereTarget(Target):
     """Measures in ``seconds`` (sleeping, or spinning the CPU when ``spin``), reports where.
 
-    ``for_device(options)`` copies it with ``options["host"]`` as its ``host``, the way the
-    riscv-ssh target takes a board's address.
+    ``for_device(options)`` copies it with ``options["host"]`` as its ``host`` (the way the
+    riscv-ssh target takes a board's address) and ``options["seconds"]`` if given.
     """
 
     name = "where"
@@ -32,6 +32,7 @@ class WhereTarget(Target):
     def for_device(self, options: Mapping[str, Any]) -> WhereTarget:
         other = copy.copy(self)
         other.host = str(options.get("host", ""))
+        other.seconds = float(options.get("seconds", self.seconds))
         return other
 
     def build(self, workload: Workload, config: Config) -> Artifact:

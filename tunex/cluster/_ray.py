@@ -296,7 +296,12 @@ class RayExecutor(Executor):
                 if not pending:
                     self._cond.wait(1.0)
                     continue
-            done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.5)
+            try:
+                done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.5)
+            except Exception:  # Ray shut down under an executor nobody closed: nothing to place
+                if not ray.is_initialized():
+                    return
+                raise
             for ref in done:
                 i, gen = pending[ref]
                 try:
