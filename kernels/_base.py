@@ -42,9 +42,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tunex.kernel import BUCKETS, Kernel, next_pow2
+from tunex.space import Space
 from tunex.targets._triton_common import device_facts
 from tunex.targets._triton_common import source_hash as _source_hash
-from tunex.space import Space
 from tunex.trial import Workload
 
 if TYPE_CHECKING:

@@ -240,7 +240,7 @@ class CTarget(Target):
         inputs, want = self._reference(workload, k, problem)
         facts = dict(artifact.facts)
         start = time.time()
-        common = {"compile_ms": artifact.compile_ms, "started_at": start}
+        common: dict[str, Any] = {"compile_ms": artifact.compile_ms, "started_at": start}
         with tempfile.TemporaryDirectory(prefix="tunex-run-") as tmp:
             cwd = Path(tmp)
             binary = cwd / "kernel.bin"

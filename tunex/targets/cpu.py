@@ -30,7 +30,8 @@ __all__ = ["CpuTarget", "host_isa"]
 
 @functools.lru_cache(maxsize=1)
 def _cpuinfo() -> tuple[str, frozenset[str]]:
-    model, flags = platform.processor() or platform.machine(), frozenset()
+    model: str = platform.processor() or platform.machine()
+    flags: frozenset[str] = frozenset()
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:

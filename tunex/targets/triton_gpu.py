@@ -66,6 +66,15 @@ _INSTALL_HINT = ("install torch and triton (scripts/install-triton.sh, or "
                  "pip install 'tunex[triton]')")
 
 
+def _triton_kernel(k: Any) -> Any:
+    """``k`` when it is a Triton kernel, else a clear error (C kernels have their targets)."""
+    if getattr(k, "language", "triton") != "triton":
+        raise TargetError(f"kernel {k.name!r} is a {k.language} kernel; the triton_gpu target "
+                          "builds Triton kernels: tune it with --target riscv-sim:x280 "
+                          "(or cpu, riscv-ssh:HOST)")
+    return k
+
+
 def parse_arch(arch: str | int) -> int:
     """Compute capability as an int: ``"sm_90"``, ``"sm90a"``, ``"9.0"``, ``90`` -> ``90``."""
     text = str(arch).strip().lower()
@@ -308,7 +317,7 @@ class TritonGPUTarget(Target):
         if kernel is None:
             raise TargetError("name the kernel to tune, e.g. tunex search matmul --target "
                               "triton_gpu --shape M=4096,N=4096,K=4096")
-        k = get_kernel(kernel)
+        k = _triton_kernel(get_kernel(kernel))
         key = k.problem_key(problem)
         space = k.bind(k.space(), k.representative(key), self.device_facts())
         return space, Workload(k.name, k.source_hash, key, self.fingerprint())
@@ -347,7 +356,7 @@ class TritonGPUTarget(Target):
 
         from tunex.kernel import get_kernel
 
-        k = get_kernel(workload.kernel)
+        k = _triton_kernel(get_kernel(workload.kernel))
         problem = k.representative(workload.problem)
         inputs = k.make_inputs(problem, device="meta")
         signature, constexprs, attrs = specialize(k.fn, k.ordered_args(inputs, problem, config))
@@ -441,7 +450,7 @@ class _DeviceState:
     def _inputs_for(self, workload: Workload) -> tuple[Any, dict[str, Any]]:
         from tunex.kernel import get_kernel
 
-        k = get_kernel(workload.kernel)
+        k = _triton_kernel(get_kernel(workload.kernel))
         problem = k.representative(workload.problem)
         if self.workload_key != workload.key:  # one workload's tensors at a time
             self.inputs, self.expected = {}, ()

@@ -23,6 +23,7 @@ With Ray, each board of a devices file becomes a measuring actor that calls
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import shlex
@@ -132,7 +133,5 @@ class RiscvSSHTarget(CrossTarget):
                               f"{why[-1] if why else 'ssh exited with 255'}")
 
     def _cleanup(self, remote: str) -> None:
-        try:
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
             self._ssh(f"rm -rf {shlex.quote(remote)}")
-        except (subprocess.SubprocessError, OSError):
-            pass
