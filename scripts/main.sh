@@ -2,7 +2,9 @@
 # The main job with embedded defaults: set up, then tune on this machine's best target into a
 # local SQLite database (tunex.db), resuming if it was run before.
 #   - a machine with an NVIDIA GPU and Triton: the library's fp16 matmul at 4096^3 on the GPU;
-#   - otherwise: a search replayed on a recorded GPU tuning space (no GPU needed).
+#   - otherwise: the library's sgemm (C, register-tiled, loop order and unroll in its space) on
+#     this machine's CPU, compiled with clang-19 and timed for real (the C toolchain is installed
+#     by scripts/setup.sh --riscv, which also brings the RISC-V simulator targets).
 # Extra arguments go to `tunex search` (e.g. --budget 30m --strategy optuna:tpe).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,14 +17,7 @@ if .venv/bin/python -c "import torch, triton, sys; sys.exit(not torch.cuda.is_av
         --budget 10m --db tunex.db "$@"
 fi
 
-data=""
-for f in benchmarks/data/*.json.gz ../shared/data/spaces/kernel_tuner/convolution/A100.json.gz; do
-    if [ -f "$f" ]; then data="$f"; break; fi
-done
-if [ -z "$data" ]; then
-    echo "main.sh: no recorded space found (benchmarks/data/ or ../shared/data/spaces)" >&2
-    exit 1
-fi
-"$TUNEX" search --target "replay:$data?noisy=1" --strategy model --budget 200trials \
+bash scripts/setup.sh --riscv
+"$TUNEX" search sgemm --target cpu --shape M=512,N=512,K=512 --budget 3m,150trials \
     --db tunex.db "$@"
 exec "$TUNEX" db best --db tunex.db
