@@ -10,11 +10,14 @@ against. Two families implement the contract:
   intrinsics at a given LMUL, or portable loops with vectorisation pragmas), built by clang
   for RISC-V or the host and measured by the ``riscv-sim``, ``riscv-ssh`` and ``cpu`` targets.
 
-Targets find kernels through :func:`get_kernel` and never import the library themselves.
-The registry is filled from the ``tunex.kernels`` entry points of installed distributions
-(tunex declares its own library there, see ``pyproject.toml``), from the environment variable
-``TUNEX_KERNELS="name=package.module:Class,..."`` (read on first use, inherited by worker
-processes) and by :func:`register_kernel` at run time.
+Targets find kernels through :func:`get_kernel` and never import the library themselves:
+the registry maps names to ``"module:Class"`` strings, imported on first use. It holds the
+library that ships with tunex (``kernels/``), the ``tunex.kernels`` entry points of other
+installed distributions (a package of kernels declares
+``[project.entry-points."tunex.kernels"] mykernel = "mypkg.kernels:MyKernel"``), the
+environment variable ``TUNEX_KERNELS="name=package.module:Class,..."`` (read on first use,
+inherited by worker processes) and what :func:`register_kernel` adds at run time, later ones
+overriding earlier ones.
 
 The C kernel ABI, which every C kernel source must define::
 
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUCKETS",
+    "LIBRARY",
     "CKernel",
     "Isa",
     "Kernel",
@@ -292,6 +296,18 @@ class CKernel(Kernel):
 
 # -- registry -----------------------------------------------------------------------------------
 
+#: The library shipped with tunex (``kernels/``), by name.
+LIBRARY: dict[str, str] = {
+    "matmul": "kernels.matmul:Matmul",
+    "matmul_tma": "kernels.matmul_tma:MatmulTMA",
+    "softmax": "kernels.softmax:Softmax",
+    "layernorm": "kernels.layernorm:LayerNorm",
+    "flash_attention": "kernels.flash_attention:FlashAttention",
+    "sgemm": "kernels.rvv.sgemm:Sgemm",
+    "softmax_c": "kernels.rvv.softmax:SoftmaxC",
+    "conv2d": "kernels.rvv.conv2d:Conv2d",
+}
+
 _REGISTRY: dict[str, str] = {}
 _INSTANCES: dict[str, Kernel] = {}
 _LOADED = False
@@ -314,9 +330,8 @@ def _load() -> None:
         return
     from importlib.metadata import entry_points
 
-    found = {ep.name: ep.value for ep in entry_points(group="tunex.kernels")}
-    for name, path in found.items():
-        _REGISTRY.setdefault(name, path)
+    _REGISTRY.update(LIBRARY)
+    _REGISTRY.update({ep.name: ep.value for ep in entry_points(group="tunex.kernels")})
     _REGISTRY.update(_from_environment(os.environ.get("TUNEX_KERNELS", "")))
     _LOADED = True
 
