@@ -28,7 +28,7 @@ def test_outcomes_facts_and_determinism():
     register_kernel("toy_axpy", "tests.targets._toy_c:ToyAxpy")
     t = _sim("x280")
     assert t.noisy is False and t.measure_slots is None
-    space, wl = t.prepare("toy_axpy", {"N": 1000})
+    _, wl = t.prepare("toy_axpy", {"N": 1000})
     assert wl.target["device"] == "riscv-sim:x280" and wl.target["vlen"] == 512
     art = t.build(wl, Config(UNROLL=2, mode="ok"))
     assert art.ok and art.facts["code_bytes"] > 0 and "hot_loop_cycles" in art.facts
