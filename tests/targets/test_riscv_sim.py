@@ -80,7 +80,7 @@ def test_cli_search_on_the_simulator(tmp_path):
 
 def test_a_missing_tool_is_one_line_naming_the_fix(monkeypatch, tmp_path):
     monkeypatch.setenv("TUNEX_QEMU", str(tmp_path / "no-qemu"))
-    with pytest.raises(TargetError, match="install-riscv.sh") as e:
+    with pytest.raises(TargetError, match=r"install-riscv\.sh") as e:
         make_target("riscv-sim:x280")
     assert "\n" not in str(e.value)
     with pytest.raises(TargetError, match="choose one of"):
