@@ -3,13 +3,17 @@ worker node killed mid-search loses no trial.
 
 The head (``ray start --head``) offers ``riscv-sim``, a second node (``ray start --address``)
 offers ``board:fake``; both are separate process sessions so the worker node can be killed on
-its own, the way a board's host drops off the network.
+its own, the way a board's host drops off the network. The search runs in a fresh Python
+process (``python -m tests.cluster.test_ray_multinode``), as a user's would: a process that
+already ran a Ray session cannot own objects on another cluster (its second driver carries the
+first one's worker id, which the new cluster's GCS sees as failed).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -33,10 +37,6 @@ from tunex.db import Database
 from tunex.space import Int, Space
 from tunex.targets._base import Target
 from tunex.tuner import Tuner
-
-ray = pytest.importorskip("ray")
-
-from tunex.cluster._ray import RayExecutor, RayOptions  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -73,40 +73,25 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class _Cluster:
-    def __init__(self, head: subprocess.Popen[bytes], worker: subprocess.Popen[bytes],
-                 head_node: str, worker_node: str) -> None:
-        self.head, self.worker = head, worker
-        self.head_node, self.worker_node = head_node, worker_node
-
-
 @pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Cluster]:
+def cluster() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``(address, worker node's ray start)`` of a head offering riscv-sim and a worker node
+    offering board:fake; every process of both is killed afterwards, even on failure."""
+    pytest.importorskip("ray")
     if not Path(RAY).is_file():
         pytest.skip(f"no `ray` command beside {sys.executable}")
-    if ray.is_initialized():
-        pytest.skip("a Ray instance is already running in this process")
     tmp = tempfile.mkdtemp(prefix="txr-", dir="/tmp")  # short: Ray's unix sockets live there
     port = _free_port()
-    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0",
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-               # notice a dead node in ~2 s rather than ~15 s
-               RAY_health_check_period_ms="500", RAY_health_check_failure_threshold="4")
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     common = ["--num-cpus=1", "--num-gpus=0", "--object-store-memory=100000000", "--block",
               f"--temp-dir={tmp}", "--disable-usage-stats"]
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(args: list[str], log: str) -> subprocess.Popen[bytes]:
         with open(os.path.join(tmp, log), "wb") as out:
-            p = subprocess.Popen([RAY, "start", *args, *common], env=env, cwd=REPO,
+            p = subprocess.Popen([RAY, "start", *args, *common], env=_env(), cwd=REPO,
                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         procs.append(p)
         return p
-
-    def logs() -> str:
-        return "".join(Path(tmp, f).read_text(errors="replace")[-2000:]
-                       for f in ("head.log", "worker.log") if Path(tmp, f).exists())
 
     try:
         head = start(["--head", f"--port={port}", "--include-dashboard=false",
@@ -118,29 +103,29 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Cluster]:
                 break
             except OSError:
                 if time.monotonic() > deadline or head.poll() is not None:
-                    pytest.fail(f"the head node did not start:\n{logs()}")
+                    pytest.fail("the head node did not start:\n"
+                                + Path(tmp, "head.log").read_text(errors="replace")[-3000:])
                 time.sleep(0.2)
         worker = start([f"--address=127.0.0.1:{port}", '--resources={"board:fake": 1}'],
                        "worker.log")
-        ray.init(address=f"127.0.0.1:{port}", log_to_driver=False, configure_logging=False)
-        while not ray.cluster_resources().get("board:fake"):
-            if time.monotonic() > deadline or worker.poll() is not None:
-                pytest.fail(f"the worker node did not join:\n{logs()}")
-            time.sleep(0.2)
-        nodes = {next(k for k in n["Resources"] if k in ("riscv-sim", "board:fake")): n["NodeID"]
-                 for n in ray.nodes() if n["Alive"]}
-        yield _Cluster(head, worker, nodes["riscv-sim"], nodes["board:fake"])
+        yield f"127.0.0.1:{port}", worker
     finally:
-        ray.shutdown()
         for p in reversed(procs):
             _kill_session(p)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _env() -> dict[str, str]:
+    return dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0",
+                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+                # notice a dead node in ~2 s rather than ~15 s
+                RAY_health_check_period_ms="500", RAY_health_check_failure_threshold="4")
+
+
 class _Watching(Executor):
     """Hands trials to ``inner`` and keeps every future, to check that all of them resolve."""
 
-    def __init__(self, inner: RayExecutor) -> None:
+    def __init__(self, inner: Executor) -> None:
         self.inner, self.slots = inner, inner.slots
         self.futures: list[Future[Measurement]] = []
 
@@ -150,62 +135,97 @@ class _Watching(Executor):
         return f
 
 
-def test_devices_run_where_their_resources_are_and_a_lost_node_loses_no_trial(
-        cluster: _Cluster, tmp_path: Path) -> None:
+def _drive(address: str, worker_sid: int, db_path: str) -> dict[str, Any]:
+    """The search, in its own process: 8 trials, then 30 with the worker node killed mid-way."""
+    import ray
+
+    from tunex.cluster._ray import RayExecutor, RayOptions
+
+    ray.init(address=address, log_to_driver=False, configure_logging=False)
+    deadline = time.monotonic() + 60
+    while not ray.cluster_resources().get("board:fake"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the worker node did not join: {ray.cluster_resources()}")
+        time.sleep(0.2)
+    nodes = {k: n["NodeID"] for n in ray.nodes() if n["Alive"] for k in n["Resources"]
+             if k in ("riscv-sim", "board:fake")}
     t = WhereTarget(seconds=0.3)
     board = Device("fake", {"board:fake": 1}, {"host": "fake-board", "seconds": 1.5})
-    inner = RayExecutor(t, RayOptions(device_specs=(board, *simulator_devices(1)),
-                                      build_timeout=30, measure_timeout=20, in_flight=4))
+    inner = RayExecutor(t, RayOptions(address=address, device_specs=(board,
+                                      *simulator_devices(1)), build_timeout=30,
+                                      measure_timeout=20, in_flight=4))
     ex = _Watching(inner)
     space = Space([Int("a", 0, 100_000)])
-    db = Database(tmp_path / "x.db")
-    try:
-        # 1. each device measures only on the node that offers its resource
-        first = Tuner(t, space, workload=W, db=db, strategy="random", budget="8trials",
-                      executor=ex, seed=1, transfer=False).run()
-        assert first.new_trials == 8
-        ms = db.measurements(W)
-        nodes: dict[str, set[str]] = collections.defaultdict(set)
-        for m in ms:
-            nodes[m.facts["device"]].add(m.facts["node_id"])
-        assert nodes == {"fake": {cluster.worker_node}, "riscv-sim0": {cluster.head_node}}
-        assert {m.facts["host"] for m in ms if m.facts["device"] == "fake"} == {"fake-board"}
+    out: dict[str, Any] = {"nodes": nodes}
+    with Database(db_path) as db:
+        try:
+            Tuner(t, space, workload=W, db=db, strategy="random", budget="8trials",
+                  executor=ex, seed=1, transfer=False).run()
+            out["first"] = [dict(m.facts) for m in db.measurements(W)]
+            killed: list[float] = []
 
-        # 2. kill the worker node while the board measures: the search goes on on the head
-        killed = threading.Event()
+            def kill_when_the_board_measures() -> None:
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    if any(s.device.name == "fake" and s.state == "busy" for s in inner._slots):
+                        time.sleep(0.3)
+                        for pid in _session(worker_sid):
+                            with contextlib.suppress(ProcessLookupError):
+                                os.kill(pid, signal.SIGKILL)
+                        killed.append(time.time())
+                        return
+                    time.sleep(0.05)
 
-        def kill_when_the_board_measures() -> None:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                if any(s.device.name == "fake" and s.state == "busy" for s in inner._slots):
-                    time.sleep(0.3)
-                    _kill_session(cluster.worker)
-                    killed.set()
-                    return
-                time.sleep(0.05)
+            killer = threading.Thread(target=kill_when_the_board_measures, daemon=True)
+            killer.start()
+            start = time.monotonic()
+            second = Tuner(t, space, workload=W, db=db, strategy="random", budget="30trials",
+                           executor=ex, seed=2, transfer=False).run()
+            killer.join(5)
+            out.update(killed_at=killed[0] if killed else None, trials=second.trials,
+                       seconds=time.monotonic() - start)
+        finally:
+            inner.close()
+        out["unresolved"] = sum(not f.done() for f in ex.futures)
+        out["resolved"] = [f.result().status.value for f in ex.futures if f.done()]
+    return out
 
-        killer = threading.Thread(target=kill_when_the_board_measures, daemon=True)
-        killer.start()
-        start = time.monotonic()
-        second = Tuner(t, space, workload=W, db=db, strategy="random", budget="30trials",
-                       executor=ex, seed=2, transfer=False).run()
-        killer.join(5)
-        assert killed.is_set(), "the board never measured: nothing was killed"
-        assert time.monotonic() - start < 60
-        assert second.trials == 30
-    finally:
-        inner.close()
 
-    # every submitted trial resolved, none twice in the database, the lost ones as worker_lost
-    assert all(f.done() for f in ex.futures)
-    results = [f.result() for f in ex.futures]
-    recorded = db.measurements(W)
-    assert len(recorded) == len(results) == 30
-    assert len({m.config for m in recorded}) == 30
-    by: dict[Any, int] = collections.Counter(m.status for m in recorded)
+def test_devices_run_where_their_resources_are_and_a_lost_node_loses_no_trial(
+        cluster: tuple[str, subprocess.Popen[bytes]], tmp_path: Path) -> None:
+    address, worker = cluster
+    db_path = tmp_path / "x.db"
+    done = subprocess.run([sys.executable, "-m", "tests.cluster.test_ray_multinode", address,
+                           str(worker.pid), str(db_path), str(tmp_path / "out.json")],
+                          env=_env(), cwd=REPO, capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-5000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+    head, board_node = out["nodes"]["riscv-sim"], out["nodes"]["board:fake"]
+    assert head != board_node
+
+    # 1. each device measured only on the node that offers its resource
+    where: dict[str, set[str]] = collections.defaultdict(set)
+    for facts in out["first"]:
+        where[facts["device"]].add(facts["node_id"])
+    assert where == {"fake": {board_node}, "riscv-sim0": {head}}
+    assert {f["host"] for f in out["first"] if f["device"] == "fake"} == {"fake-board"}
+
+    # 2. the worker node was killed while the board measured; every trial resolved, the lost
+    # ones as worker_lost; the database has each finished trial once; the rest ran on the head
+    assert out["killed_at"] is not None, "the board never measured: nothing was killed"
+    assert out["trials"] == 30 and out["seconds"] < 60
+    assert out["unresolved"] == 0 and len(out["resolved"]) == 30
+    with Database(db_path) as db:
+        recorded = db.measurements(W)
+    assert len(recorded) == 30 and len({m.config for m in recorded}) == 30
+    by = collections.Counter(m.status for m in recorded)
     assert set(by) <= {Status.OK, Status.WORKER_LOST}, by
     lost = [m for m in recorded if m.status is Status.WORKER_LOST]
     assert any(m.facts.get("device") == "fake" for m in lost), lost
-    after = [m for m in recorded if m.started_at > max(m.ended_at for m in lost)]
-    assert after and all(m.facts["node_id"] == cluster.head_node for m in after if m.ok)
-    db.close()
+    after = [m for m in recorded if m.started_at > out["killed_at"] + 0.5]
+    assert after and all(m.facts["node_id"] == head for m in after if m.ok)
+
+
+if __name__ == "__main__":  # the driver process of the test above
+    result = _drive(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    Path(sys.argv[4]).write_text(json.dumps(result))

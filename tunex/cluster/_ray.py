@@ -108,15 +108,16 @@ class _Measurer:
 
 
 class _Slot:
-    """One device and where its actor stands: placing, free, busy, or broken."""
+    """One device and where its actor stands."""
 
     def __init__(self, device: Device) -> None:
         self.device = device
         self.actor: Any = None
         self.ready: Any = None
         self.generation = 0
-        self.state = "placing"
+        self.state = "placing"  # placing, waiting (to place again), free, busy, broken
         self.since = time.monotonic()
+        self.retry_at = 0.0
         self.node = "?"
         self.node_id = ""
         self.error: BaseException | None = None
@@ -264,7 +265,7 @@ class RayExecutor(Executor):
         d = s.device
         s.actor = self._actor_cls.options(
             num_gpus=d.gpus, resources=dict(d.resources) or None,
-        ).remote(self._target_ref, d)
+        ).remote(self.target, d)
         s.ready = s.actor.ready.remote()
         s.generation += 1
         s.state = "placing"
@@ -291,10 +292,13 @@ class RayExecutor(Executor):
             with self._cond:
                 if self._closed:
                     return
+                for i, s in enumerate(self._slots):
+                    if s.state == "waiting" and time.monotonic() >= s.retry_at:
+                        self._place(i)
                 pending = {s.ready: (i, s.generation) for i, s in enumerate(self._slots)
                            if s.state == "placing"}
                 if not pending:
-                    self._cond.wait(1.0)
+                    self._cond.wait(0.5)
                     continue
             try:
                 done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.5)
@@ -320,8 +324,8 @@ class RayExecutor(Executor):
                         self._free.append(i)
                     elif outcome == "broken":
                         s.state, s.error = "broken", error
-                    else:
-                        self._place(i)
+                    else:  # try again in a while, not in a tight loop of dying actors
+                        s.state, s.retry_at = "waiting", time.monotonic() + 1.0
                     self._cond.notify_all()
 
     def _acquire(self) -> int:
@@ -338,7 +342,7 @@ class RayExecutor(Executor):
                     return i
                 now = time.monotonic()
                 if not any(s.state in ("free", "busy")
-                           or (s.state == "placing" and now - s.since < limit)
+                           or (s.state in ("placing", "waiting") and now - s.since < limit)
                            for s in self._slots):
                     raise self._no_device(limit)
                 self._cond.wait(0.5)
@@ -347,7 +351,7 @@ class RayExecutor(Executor):
         broken = [s for s in self._slots if s.state == "broken"]
         if len(broken) == len(self._slots) and broken[0].error is not None:
             return broken[0].error
-        placing = [s.device for s in self._slots if s.state == "placing"]
+        placing = [s.device for s in self._slots if s.state in ("placing", "waiting")]
         need = {k: v for d in placing for k, v in d.resources.items()}
         return ClusterError(
             f"no device can measure: {[d.name for d in placing]} could not be placed for "
