@@ -37,8 +37,10 @@ class RayOptions:
 
     Attributes:
         address: a running cluster (``"host:6379"``, ``"auto"``: ``RAY_ADDRESS`` or the cluster
-            ``ray start`` started on this machine, ``"ray://host:10001"``); ``None`` starts a
-            local instance (declaring the custom resources of ``device_specs``).
+            ``ray start`` started on this machine, ``"ray://host:10001"``); ``None``:
+            ``RAY_ADDRESS``, or the ``ray start`` cluster of this machine if it answers, else
+            a new local instance (declaring the custom resources of ``device_specs``, so
+            ``--sim-slots`` works on one machine).
         devices: GPU measuring actors when ``device_specs`` is empty (default: the cluster's
             GPUs, at least 1).
         gpus_per_device: GPUs each of those actors reserves (0 for CPU or replay targets).
@@ -217,6 +219,13 @@ class RayExecutor(Executor):
         address = opt.address
         if address is None and os.environ.get("RAY_ADDRESS", "") not in ("", "auto", "local"):
             address = os.environ["RAY_ADDRESS"]
+        elif address is None:
+            # like Ray, join the cluster `ray start` runs on this machine, but only if it
+            # answers: a file left by a dead one must not cost Ray's 60 s wait
+            with contextlib.suppress(ClusterError):
+                found = _resolve("auto")
+                _reachable(found, min(opt.connect_timeout, 2.0))
+                address = found
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                   "configure_logging": False, "ignore_reinit_error": True}
         if address is None:
