@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import logging
 import os
 import socket
 import threading
@@ -29,6 +30,8 @@ from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 __all__ = ["RayExecutor", "RayOptions"]
+
+log = logging.getLogger("tunex")
 
 
 @dataclass(frozen=True)
@@ -333,6 +336,8 @@ class RayExecutor(Executor):
                         self._free.append(i)
                     elif outcome == "broken":
                         s.state, s.error = "broken", error
+                        log.warning("device %s cannot measure (left out of this search): %s",
+                                    s.device.name, error)
                     else:  # try again in a while, not in a tight loop of dying actors
                         s.state, s.retry_at = "waiting", time.monotonic() + 1.0
                     self._cond.notify_all()
