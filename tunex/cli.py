@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -50,6 +51,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     target = make_target(args.target)
     space, workload = target.prepare(_load_kernel(args.kernel), _shape(args.shape))
     executor: Any
+    timeouts = {k: v for k, v in (("build_timeout", args.build_timeout),
+                                  ("measure_timeout", args.measure_timeout)) if v}
     if args.ray is not None or args.sim_slots or args.devices:
         from tunex.cluster import Device, load_devices, simulator_devices
         from tunex.cluster._ray import RayExecutor, RayOptions
@@ -59,15 +62,16 @@ def cmd_search(args: argparse.Namespace) -> int:
                              "add --ray [ADDRESS]")
         specs: tuple[Device, ...] = load_devices(args.devices) if args.devices else ()
         specs += simulator_devices(args.sim_slots) if args.sim_slots else ()
-        timeouts = {k: v for k, v in (("build_timeout", args.build_timeout),
-                                      ("measure_timeout", args.measure_timeout)) if v}
+        if not specs and target.measure_slots is None:  # a simulator: a slot per local CPU
+            specs = simulator_devices(os.cpu_count() or 1)
         executor = RayExecutor(target, RayOptions(address=args.ray or None, device_specs=specs,
                                                   **timeouts))
     elif args.workers == 0 or target.name == "replay":
         executor = InlineExecutor()
     else:
-        executor = LocalExecutor(target, LocalOptions() if args.workers is None
-                                 else LocalOptions(build_workers=args.workers))
+        local = {k: v for k, v in (("build_workers", args.workers),
+                                   ("measure_workers", args.measure_workers)) if v}
+        executor = LocalExecutor(target, LocalOptions(**local, **timeouts))
     with Database(args.db) as db, executor:
         tuner = Tuner(target, space, workload=workload, db=db, strategy=args.strategy,
                       budget=budget, executor=executor, batch=args.batch, seed=args.seed,
@@ -227,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--batch", type=int, default=None, help="trials in flight")
     s.add_argument("--workers", type=int, default=None,
                    help="build processes (default: CPUs - 1; 0: build and measure in-process)")
+    s.add_argument("--measure-workers", type=int, default=None, metavar="N",
+                   help="measuring processes (default: 1 for a device, every CPU for a "
+                   "simulator such as riscv-sim)")
     s.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="run trials on a Ray cluster: HOST:6379, auto (RAY_ADDRESS or the "
                    "cluster `ray start` runs here); no ADDRESS: a new local Ray instance")
@@ -237,9 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --ray: TOML file of [[board]]/[[simulator]] devices "
                    "(see tunex.cluster.load_devices)")
     s.add_argument("--build-timeout", type=float, default=None, metavar="S",
-                   help="with --ray: seconds before a build is cancelled (default 300)")
+                   help="seconds before a build is cancelled and recorded as timeout "
+                   "(default 300)")
     s.add_argument("--measure-timeout", type=float, default=None, metavar="S",
-                   help="with --ray: seconds before a measurement is cancelled (default 60)")
+                   help="seconds before a measurement is cancelled and recorded as timeout "
+                   "(default 60)")
     s.add_argument("--patience", type=int, default=None,
                    help="stop after this many trials without a 1%% gain")
     s.add_argument("--no-transfer", action="store_true",
