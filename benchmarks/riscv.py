@@ -43,7 +43,7 @@ from tunex.cluster import LocalExecutor, LocalOptions  # noqa: E402
 from tunex.db import Database  # noqa: E402
 from tunex.kernel import get_kernel  # noqa: E402
 from tunex.targets import make_target  # noqa: E402
-from tunex.trial import Config, Measurement  # noqa: E402
+from tunex.trial import Config  # noqa: E402
 from tunex.tuner import Budget, Tuner  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
@@ -148,15 +148,11 @@ def bound_restrictions(space: Any) -> list[str]:
 # -- versus -------------------------------------------------------------------------------------
 
 
-def measure_baseline(target: Any, wl: Any, repeats: int = 1) -> Measurement:
+def build_baseline(target: Any, wl: Any) -> Any:
+    """The default build: the kernel's plain C form, left to clang-19 -O3."""
     k = get_kernel(wl.kernel)
     problem = k.representative(wl.problem)
-    art = target.build_source(wl, Config(baseline="O3"), k.baseline(problem, target.isa))
-    runs = [target.measure(art) for _ in range(repeats)]
-    bad = next((m for m in runs if not m.ok), None)
-    if bad is not None:
-        return bad
-    return runs[0].replace(times_ms=tuple(t for m in runs for t in m.times_ms))
+    return target.build_source(wl, Config(baseline="O3"), k.baseline(problem, target.isa))
 
 
 def versus(args: argparse.Namespace) -> int:
@@ -175,10 +171,15 @@ def versus(args: argparse.Namespace) -> int:
     # side by side: the baseline and the winner again, interleaved, on real hardware
     rounds = 1 if not target.noisy else args.rounds
     base_t, best_t = [], []
-    winner = target.build(wl, best.config)
+    winner, baseline = target.build(wl, best.config), build_baseline(target, wl)
+    base_m = best_m = None
     for _ in range(rounds):
-        base_t.append(measure_baseline(target, wl).value)
-        best_t.append(target.measure(winner).value)
+        base_m, best_m = target.measure(baseline), target.measure(winner)
+        if not (base_m.ok and best_m.ok):
+            raise SystemExit(f"baseline: {base_m.status} {base_m.error}; "
+                             f"winner: {best_m.status} {best_m.error}")
+        base_t.append(base_m.value)
+        best_t.append(best_m.value)
     row = {
         "kernel": args.kernel, "target": args.target, "shape": shape,
         "space": space.size, "strategy": args.strategy, "budget": str(args.budget),
@@ -188,7 +189,8 @@ def versus(args: argparse.Namespace) -> int:
         "speedup": statistics.median(base_t) / statistics.median(best_t),
         "best": best.config.to_dict(), "rounds": rounds, "machine": machine(),
         "date": dt.date.today().isoformat(),
-        "cycles": {"baseline": None, "tuned": best.facts.get("cycles")},
+        "cycles": {"baseline": base_m.facts.get("cycles") if base_m else None,
+                   "tuned": best_m.facts.get("cycles") if best_m else None},
     }
     print(json.dumps(row, default=str))
     path = RESULTS / "riscv_versus.jsonl"
