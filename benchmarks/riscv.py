@@ -17,8 +17,10 @@ benchmarks/results/riscv_*.json.
     # alone, and QEMU wall time (Kendall tau and the rank each proxy gives the best config)
     python benchmarks/riscv.py ranking benchmarks/data/riscv/sgemm/*.json.gz
 
-    # simulated trials per second against the number of measuring slots (local processes)
+    # simulated trials per second against the number of measuring slots (local processes, or
+    # Ray: one process per slot count)
     python benchmarks/riscv.py throughput --core x280 --trials 40 --slots 1,2
+    python benchmarks/riscv.py throughput --core x280 --trials 40 --slots 2 --ray
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def record(args: argparse.Namespace) -> int:
         "device_name": f"riscv-sim:{args.core}", "kernel_name": args.kernel,
         "problem_size": [shape[d] for d in k.dims], "dtype": "float32", "objective": "time",
         "tune_params_keys": keys, "tune_params": params,
-        "restrictions": bound_restrictions(space), "workload": wl.to_dict(),
+        "restrictions": space.bound_constraints(), "workload": wl.to_dict(),
         "recorded": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "method": "tunex exhaustive, riscv-sim target: one run under qemu-riscv64 checked "
                   "against NumPy; time = cycle-model cycles (executed blocks x "
@@ -125,24 +127,6 @@ def record(args: argparse.Namespace) -> int:
                       "best_ms": best.value if best else None,
                       "best": best.config.to_dict() if best else None}))
     return 0
-
-
-def bound_restrictions(space: Any) -> list[str]:
-    """The space's constraint expressions with its problem values written in."""
-    import ast
-
-    out = []
-    for c in space.constraints:
-        tree = ast.parse(c.rule, mode="eval")
-
-        class Sub(ast.NodeTransformer):
-            def visit_Name(self, node: ast.Name) -> ast.AST:
-                if node.id in space.bound:
-                    return ast.copy_location(ast.Constant(space.bound[node.id]), node)
-                return node
-
-        out.append(ast.unparse(Sub().visit(tree)))
-    return out
 
 
 # -- versus -------------------------------------------------------------------------------------
@@ -244,8 +228,15 @@ def throughput(args: argparse.Namespace) -> int:
     for slots in (int(s) for s in args.slots.split(",")):
         target = make_target(f"riscv-sim:{args.core}")
         space, wl = target.prepare(args.kernel, shape)
-        with Database("sqlite://") as db, LocalExecutor(
-                target, LocalOptions(build_workers=slots, measure_workers=slots)) as ex:
+        if args.ray:  # Ray: builds as tasks, one simulator actor per slot
+            from tunex.cluster import RayExecutor, RayOptions, simulator_devices
+
+            ex_: Any = RayExecutor(target, RayOptions(device_specs=simulator_devices(slots),
+                                                      in_flight=2 * slots))
+        else:
+            ex_ = LocalExecutor(target, LocalOptions(build_workers=slots,
+                                                     measure_workers=slots))
+        with Database("sqlite://") as db, ex_ as ex:
             time.sleep(1.0)  # workers started: time the trials, not the pool's start
             t0 = time.monotonic()
             r = Tuner(target, space, workload=wl, db=db, strategy="random", seed=0,
@@ -255,7 +246,8 @@ def throughput(args: argparse.Namespace) -> int:
             ms = db.measurements(wl)
         build = statistics.median(m.compile_ms or 0 for m in ms) / 1e3
         run = statistics.median(m.facts.get("run_seconds", 0) for m in ms)
-        row = {"core": args.core, "shape": shape, "slots": slots, "trials": r.new_trials,
+        row = {"executor": "ray" if args.ray else "local", "core": args.core, "shape": shape,
+               "slots": slots, "trials": r.new_trials,
                "wall_s": round(wall, 2), "trials_per_s": round(r.new_trials / wall, 3),
                "median_build_s": round(build, 3), "median_measure_s": round(run, 3),
                "machine": machine()}
@@ -264,8 +256,9 @@ def throughput(args: argparse.Namespace) -> int:
     base = out[0]["trials_per_s"] / (int(args.slots.split(",")[0]))
     for row in out:
         row["efficiency"] = round(row["trials_per_s"] / (base * row["slots"]), 3)
-    with open(RESULTS / "riscv_throughput.json", "w") as f:
-        json.dump(out, f, indent=1)
+    with open(RESULTS / "riscv_throughput.jsonl", "a") as f:
+        for row in out:
+            f.write(json.dumps(row) + "\n")
     print(json.dumps([{k: r[k] for k in ("slots", "trials_per_s", "efficiency")} for r in out]))
     return 0
 
@@ -298,6 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--shape", default="M=128,N=128,K=128")
     t.add_argument("--trials", type=int, default=40)
     t.add_argument("--slots", default="1,2")
+    t.add_argument("--ray", action="store_true",
+                   help="a local Ray instance (one --slots value per process: Ray is started "
+                   "once per process)")
     t.set_defaults(fn=throughput)
     args = p.parse_args(argv)
     return int(args.fn(args) or 0)

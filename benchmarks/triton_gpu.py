@@ -27,7 +27,6 @@ Subcommands (run on the GPU machine; write JSON under --out):
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime as dt
 import functools
 import gzip
@@ -174,25 +173,9 @@ def tune(target: Any, kernel: str, shape: Mapping[str, Any], *, strategy: str, s
         "measurements": [{"config": m.config.to_dict(), "status": m.status.value,
                           "times": list(m.times_ms), "compile_ms": m.compile_ms,
                           "facts": dict(m.facts), "error": m.error} for m in measurements],
-        "restrictions": bound_restrictions(space), "params": {
+        "restrictions": space.bound_constraints(), "params": {
             p.name: list(p.values) for p in space.params},
     }
-
-
-def bound_restrictions(space: Any) -> list[str]:
-    """The space's constraint expressions with its problem values written in."""
-    out = []
-    for c in space.constraints:
-        tree = ast.parse(c.rule, mode="eval")
-
-        class Sub(ast.NodeTransformer):
-            def visit_Name(self, node: ast.Name) -> ast.AST:
-                if node.id in space.bound:
-                    return ast.copy_location(ast.Constant(space.bound[node.id]), node)
-                return node
-
-        out.append(ast.unparse(Sub().visit(tree)))
-    return out
 
 
 def to_kernel_tuner_cache(run: Mapping[str, Any], device: str) -> dict[str, Any]:

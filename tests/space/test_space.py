@@ -175,3 +175,13 @@ def test_default_is_valid():
     s = matmul_space().bind(M=16, smem=232448)
     assert s.default() in s
     assert isinstance(np.asarray(s.encode([s.default()])), np.ndarray)
+
+
+def test_bound_constraints_write_the_problem_in_and_replay_alike() -> None:
+    from tunex.space import Int, Space
+
+    s = Space([Int("a", 1, 8)], ["a * 2 <= M"], problem=["M"]).bind(M=6)
+    assert s.bound_constraints() == ["a * 2 <= 6"]
+    assert Space([Int("a", 1, 8)], s.bound_constraints()).size == s.size == 3
+    with pytest.raises(SpaceError, match="callable"):
+        Space([Int("a", 1, 8)], [lambda a: a < 3]).bound_constraints()

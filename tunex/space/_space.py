@@ -365,6 +365,29 @@ class Space:
 
     # -- serialisation -------------------------------------------------------------------------
 
+    def bound_constraints(self) -> list[str]:
+        """The constraint expressions with the bound problem values written in: the
+        ``restrictions`` of a recorded space, which replay without the problem.
+
+        Raises:
+            SpaceError: a constraint is a Python callable (only expressions can be written).
+        """
+        bound = self.bound
+
+        class Sub(ast.NodeTransformer):
+            def visit_Name(self, node: ast.Name) -> ast.AST:
+                if node.id in bound:
+                    return ast.copy_location(ast.Constant(bound[node.id]), node)
+                return node
+
+        out = []
+        for c in self.constraints:
+            if not isinstance(c.rule, str):
+                raise SpaceError(f"constraint {c.description!r} is a Python callable and cannot "
+                                 "be written out; use an expression string")
+            out.append(ast.unparse(Sub().visit(ast.parse(c.rule, mode="eval"))))
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able declaration. Only expression-string constraints can be written out."""
         cons = []
