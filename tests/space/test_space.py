@@ -185,3 +185,13 @@ def test_bound_constraints_write_the_problem_in_and_replay_alike() -> None:
     assert Space([Int("a", 1, 8)], s.bound_constraints()).size == s.size == 3
     with pytest.raises(SpaceError, match="callable"):
         Space([Int("a", 1, 8)], [lambda a: a < 3]).bound_constraints()
+
+
+def test_an_invalid_default_moves_to_the_nearest_valid_point() -> None:
+    from tunex.space import Choice, Int, Space
+
+    s = Space([Choice("style", ["vec", "rvv"], default="rvv"), Int("tile", 1, 8, default=6)],
+              ["style == 'vec' or rvv == 1", "tile <= M"], problem=["rvv", "M"])
+    assert s.bind(rvv=1, M=8).default() == Config(style="rvv", tile=6)
+    assert s.bind(rvv=0, M=8).default() == Config(style="vec", tile=6)  # one change, tile kept
+    assert s.bind(rvv=0, M=2).default() == Config(style="vec", tile=1)  # two changes

@@ -13,6 +13,7 @@ enumeration cheap.
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -320,9 +321,19 @@ class Space:
         return config if isinstance(config, Config) else Config(config)
 
     def default(self) -> Config:
-        """The parameters' defaults if that point is valid, else the first valid point."""
+        """The parameters' defaults if that point is valid; else the valid point that changes
+        the fewest of them (one, then two; e.g. an RVV kernel's intrinsics style on a host
+        without RVV becomes the portable style, the tile kept); else the first valid point."""
         c = Config({p.name: p.default for p in self.params})
-        return c if c in self else self.at(0)
+        if c in self:
+            return c
+        for changed in (1, 2):
+            for names in itertools.combinations(self.params, changed):
+                for values in itertools.product(*(p.values for p in names)):
+                    other = c.replace(**{p.name: v for p, v in zip(names, values)})
+                    if other != c and other in self:
+                        return other
+        return self.at(0)
 
     def neighbours(self, config: Config, *, hamming: bool = False) -> list[Config]:
         """Valid points that differ from ``config`` in one parameter.
