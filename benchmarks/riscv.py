@@ -253,13 +253,55 @@ def throughput(args: argparse.Namespace) -> int:
                "machine": machine()}
         out.append(row)
         print(json.dumps(row))
-    base = out[0]["trials_per_s"] / (int(args.slots.split(",")[0]))
-    for row in out:
-        row["efficiency"] = round(row["trials_per_s"] / (base * row["slots"]), 3)
     with open(RESULTS / "riscv_throughput.jsonl", "a") as f:
         for row in out:
             f.write(json.dumps(row) + "\n")
-    print(json.dumps([{k: r[k] for k in ("slots", "trials_per_s", "efficiency")} for r in out]))
+    return 0
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def report(args: argparse.Namespace) -> int:
+    """The markdown tables of RESULTS.md "RISC-V" from the records in benchmarks/results."""
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    path = RESULTS / "riscv_versus.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        r = json.loads(line)
+        rows[(r["target"], r["kernel"], shape_label(r["shape"]))] = r  # the latest row wins
+    print("| target | kernel | shape | space | trials | tuning (s) | default build (ms) | "
+          "tuned (ms) | tuned vs default | best config |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for (target, kernel, shape), r in rows.items():
+        best = " ".join(f"{k}={_value(v)}" for k, v in r["best"].items())
+        print(f"| {target} | {kernel} | {shape} | {r['space']:,} | {r['trials']} | "
+              f"{r['tune_s']:.0f} | {r['baseline_ms']:.4g} | {r['tuned_ms']:.4g} | "
+              f"**{r['speedup']:.2f}x** | {best} |")
+    path = RESULTS / "riscv_ranking.json"
+    if path.exists():
+        print("\n| space | configs | proxy | Kendall tau vs cycle model | proxy's pick, by the "
+              "model, vs the best | model's best ranked by the proxy |")
+        print("|---|---:|---|---:|---:|---:|")
+        for r in json.loads(path.read_text()):
+            for proxy in ("insns", "hot_loop_cycles", "qemu_seconds"):
+                if proxy in r:
+                    x = r[proxy]
+                    print(f"| {Path(r['space']).name.split('.')[0]} | {r['configs']:,} | "
+                          f"{proxy} | {x['kendall_tau']:.2f} | {x['proxy_pick_vs_best']:.2f}x "
+                          f"| {x['rank_of_model_best']} |")
+    path = RESULTS / "riscv_throughput.jsonl"
+    if path.exists():
+        print("\n| executor | slots | trials | wall (s) | trials/s | vs 1 slot | median build (s) "
+              "| median simulate (s) |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        runs = [json.loads(line) for line in path.read_text().splitlines()]
+        one = {r["executor"]: r["trials_per_s"] for r in runs if r["slots"] == 1}
+        for r in runs:
+            base = one.get(r["executor"])
+            ratio = f"{r['trials_per_s'] / (base * r['slots']):.2f} x N" if base else "-"
+            print(f"| {r['executor']} | {r['slots']} | {r['trials']} | {r['wall_s']} | "
+                  f"{r['trials_per_s']} | {ratio} | {r['median_build_s']} | "
+                  f"{r['median_measure_s']} |")
     return 0
 
 
@@ -295,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="a local Ray instance (one --slots value per process: Ray is started "
                    "once per process)")
     t.set_defaults(fn=throughput)
+    rp = sub.add_parser("report")
+    rp.set_defaults(fn=report)
     args = p.parse_args(argv)
     return int(args.fn(args) or 0)
 
