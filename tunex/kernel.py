@@ -276,15 +276,29 @@ class CKernel(Kernel):
         """The plain C form a user would write, left to the compiler (``-O3``, its own
         vectorisation and LMUL): what tuned configs are compared against."""
 
-    def check(self, got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str | None:
-        """``None`` when ``got`` matches ``want`` within :attr:`tolerance`, else what is wrong."""
+    def magnitude(self, inputs: Mapping[str, np.ndarray], problem: Mapping[str, Any]
+                  ) -> tuple[np.ndarray, ...] | None:
+        """The size of the terms summed into each output element, which the rounding error
+        of a float32 sum grows with (not with the result: a matmul element near zero may
+        carry an error far above ``rtol * |result|``). Sums of products return their
+        reference on the absolute inputs (``|A| @ |B|``). ``None``: the expected values'
+        own size is the scale."""
+        return None
+
+    def check(self, got: Sequence[np.ndarray], want: Sequence[np.ndarray],
+              magnitude: Sequence[np.ndarray] | None = None) -> str | None:
+        """``None`` when ``got`` matches ``want`` within :attr:`tolerance`
+        (``|got - want| <= atol + rtol * scale``, the scale being :meth:`magnitude` where
+        given, else ``|want|``), else what is wrong."""
         import numpy as np
 
         rtol, atol = self.tolerance
-        for name, g, w in zip(self.outputs, got, want):
+        for i, (name, g, w) in enumerate(zip(self.outputs, got, want)):
             if g.shape != w.shape:
                 return f"{name}: shape {g.shape} != {w.shape}"
-            bad = ~np.isclose(g, w, rtol=rtol, atol=atol)
+            scale = np.abs(w) if magnitude is None else np.asarray(magnitude[i])
+            with np.errstate(invalid="ignore"):
+                bad = ~(np.abs(g.astype(np.float64) - w) <= atol + rtol * scale)
             n = int(bad.sum())
             if n:
                 err = np.nan_to_num(np.abs(g.astype(np.float64) - w), nan=np.inf)

@@ -88,6 +88,11 @@ class Conv2d(CKernel):
                 y += np.einsum("fc,chw->fhw", w[:, :, dy, dx], x[:, dy:dy + h - 2, dx:dx + wd - 2])
         return (y,)
 
+    def magnitude(self, inputs: Mapping[str, np.ndarray], problem: Mapping[str, Any]
+                  ) -> tuple[np.ndarray, ...]:
+        # a sum of products: its rounding error grows with the sum of the terms' sizes
+        return self.reference({k: np.abs(v) for k, v in inputs.items()}, problem)
+
     def flops(self, problem: Mapping[str, Any]) -> float:
         c, f, h, w = (problem[d] for d in self.dims)
         return 2.0 * 9 * c * f * (h - 2) * (w - 2)

@@ -76,6 +76,11 @@ class Sgemm(CKernel):
                   ) -> tuple[np.ndarray, ...]:
         return (inputs["A"].astype(np.float64) @ inputs["B"].astype(np.float64),)
 
+    def magnitude(self, inputs: Mapping[str, np.ndarray], problem: Mapping[str, Any]
+                  ) -> tuple[np.ndarray, ...]:
+        # a sum of products: its rounding error grows with the sum of the terms' sizes
+        return self.reference({k: np.abs(v) for k, v in inputs.items()}, problem)
+
     def flops(self, problem: Mapping[str, Any]) -> float:
         return 2.0 * problem["M"] * problem["N"] * problem["K"]
 

@@ -255,3 +255,22 @@ def test_both_styles_are_right_under_qemu(name, core, _, cross_toolchain_works):
     wrong = [(label, r) for label, r in zip(labels, results) if r is not None]
     assert not wrong, wrong
     assert len(configs) == 12
+
+
+def test_sum_of_products_is_checked_against_the_size_of_its_terms() -> None:
+    """A float32 matmul summed in another order passes even where an element is near zero;
+    one product left out fails."""
+    from tunex.kernel import get_kernel
+
+    k = get_kernel("sgemm")
+    prob = {"M": 8, "N": 8, "K": 512}
+    inputs = k.make_inputs(prob)
+    a, b = inputs["A"], inputs["B"]
+    (want,) = k.reference(inputs, prob)
+    mag = k.magnitude(inputs, prob)
+    got = np.zeros((8, 8), np.float32)
+    for kk in reversed(range(512)):
+        got += np.outer(a[:, kk], b[kk, :])
+    assert k.check((got,), (want,), mag) is None
+    dropped = got - np.outer(a[:, 5], b[5, :])
+    assert "elements off" in (k.check((dropped,), (want,), mag) or "")

@@ -137,7 +137,8 @@ class CTarget(Target):
         self.warmup = int(warmup)
         self.flush_kb = int(flush_kb)
         self.check = bool(check)
-        self._refs: dict[str, tuple[dict[str, np.ndarray], tuple[np.ndarray, ...]]] = {}
+        self._refs: dict[str, tuple[dict[str, np.ndarray], tuple[np.ndarray, ...],
+                                    tuple[np.ndarray, ...] | None]] = {}
 
     # -- subclass hooks -------------------------------------------------------------------------
 
@@ -221,12 +222,13 @@ class CTarget(Target):
                         compile_ms=ms)
 
     def _reference(self, workload: Workload, k: CKernel, problem: Mapping[str, Any]
-                   ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, ...]]:
+                   ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, ...],
+                              tuple[np.ndarray, ...] | None]:
         ref = self._refs.get(workload.key)
         if ref is None:
             inputs = k.make_inputs(problem, seed=0)
             want = tuple(np.asarray(w, dtype=np.float64) for w in k.reference(inputs, problem))
-            ref = self._refs[workload.key] = (inputs, want)
+            ref = self._refs[workload.key] = (inputs, want, k.magnitude(inputs, problem))
         return ref
 
     def measure(self, artifact: Artifact) -> Measurement:
@@ -237,7 +239,7 @@ class CTarget(Target):
         workload = artifact.workload
         k = self.kernel_of(workload.kernel)
         problem = k.representative(workload.problem)
-        inputs, want = self._reference(workload, k, problem)
+        inputs, want, magnitude = self._reference(workload, k, problem)
         facts = dict(artifact.facts)
         start = time.time()
         common: dict[str, Any] = {"compile_ms": artifact.compile_ms, "started_at": start}
@@ -271,7 +273,7 @@ class CTarget(Target):
                 return Measurement.failed(config, Status.RUNTIME_ERROR, f"outputs: {e}",
                                           facts=facts, **common)
             if self.check:
-                wrong = k.check(got, want)
+                wrong = k.check(got, want, magnitude)
                 if wrong:
                     return Measurement.failed(config, Status.WRONG_RESULT, wrong, facts=facts,
                                               **common)
