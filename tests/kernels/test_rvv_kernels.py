@@ -73,8 +73,11 @@ def test_spaces_bind_on_every_core_and_the_host_with_valid_defaults(name):
         for problem in (ODD[name], NORMAL[name], TYPICAL[name]):
             _, space = bound(name, problem, isa)
             declared = Config({p.name: p.default for p in space.params})
-            assert declared in space, (isa, problem, space.violations(declared))
-            assert space.default() == declared
+            default = space.default()
+            assert default in space
+            changed = {n for n in declared if declared[n] != default[n]}
+            if problem is not ODD[name]:  # the declared tile fits; only the style may move
+                assert changed <= ({"style"} if not isa.rvv else set()), (isa, changed)
             styles = {c["style"] for c in space}
             assert styles == ({"rvv", "vec"} if isa.rvv else {"vec"})
     # the recorded spaces stay exhaustively measurable (~1 s a point)

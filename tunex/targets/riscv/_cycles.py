@@ -308,7 +308,8 @@ def rvv_bench_table(name: str, variant: str = "Maa") -> dict[str, dict[str, floa
     """Measured cycles per instruction of an rvv-bench page: row text -> {"e32m1": 1.0, ...}.
 
     ``name`` is the page (``spacemit_x60``, ``sifive_x280``); ``variant`` the table (``Maa``:
-    vl=VLMAX, tail and mask agnostic). Empty cells are left out.
+    vl=VLMAX, tail and mask agnostic), its empty cells filled from the other policy variants
+    of the same vl where those measured them. Cells no variant measured are left out.
     """
     path = data_dir() / "rvv-bench" / f"{name}.html.gz"
     try:
@@ -316,21 +317,29 @@ def rvv_bench_table(name: str, variant: str = "Maa") -> dict[str, dict[str, floa
     except OSError as exc:
         raise TargetError(f"rvv-bench table {path} unreadable ({exc}): set TUNEX_RISCV_DATA to "
                           "the directory holding rvv-bench/") from None
-    start = html.find(f'<table id="tbl{variant}"')
-    if start < 0:
+    if html.find(f'<table id="tbl{variant}"') < 0:
         raise TargetError(f"{path} has no table tbl{variant} (variants: Maa, Mau, 1aa, ...)")
-    end = html.find("</table>", start)
-    parser = _TableParser()
-    parser.feed(html[start:end + len("</table>")])
+    # Some pages leave a form unmeasured in one policy variant and measure it in another (the
+    # X60's floating-point rows are empty in tblMaa): cells missing from ``variant`` come from
+    # the other variants of the same vl, in page order. The policies barely change the cost
+    # of an unmasked instruction.
+    order = [variant] + [v for v in ("Maa", "Mau", "Mua", "Muu", "1aa", "1au", "1ua", "1uu")
+                         if v != variant and v[0] == variant[0]]
     table: dict[str, dict[str, float]] = {}
-    for row in parser.rows:
-        cells: dict[str, float] = {}
-        for col, value in zip(parser.header[1:], row[1:], strict=False):
-            try:
-                cells[col] = float(value)
-            except ValueError:
-                continue
-        table.setdefault(row[0], cells)
+    for v in order:
+        start = html.find(f'<table id="tbl{v}"')
+        if start < 0:
+            continue
+        end = html.find("</table>", start)
+        parser = _TableParser()
+        parser.feed(html[start:end + len("</table>")])
+        for row in parser.rows:
+            merged = table.setdefault(row[0], {})
+            for col, value in zip(parser.header[1:], row[1:], strict=False):
+                try:
+                    merged.setdefault(col, float(value))
+                except ValueError:
+                    continue
     return table
 
 
