@@ -17,10 +17,11 @@ benchmarks/results/riscv_*.json.
     # alone, and QEMU wall time (Kendall tau and the rank each proxy gives the best config)
     python benchmarks/riscv.py ranking benchmarks/data/riscv/sgemm/*.json.gz
 
-    # simulated trials per second against the number of measuring slots (local processes, or
-    # Ray: one process per slot count)
-    python benchmarks/riscv.py throughput --core x280 --trials 40 --slots 1,2
-    python benchmarks/riscv.py throughput --core x280 --trials 40 --slots 2 --ray
+    # simulated trials per second against workers (local processes, or Ray with one CPU and
+    # one simulator slot per worker; one process per count), pinned to as many CPUs
+    taskset -c 0 python benchmarks/riscv.py throughput --core x280 --trials 60 --slots 1
+    taskset -c 0,1 python benchmarks/riscv.py throughput --core x280 --trials 60 --slots 2
+    taskset -c 0 python benchmarks/riscv.py throughput --core x280 --trials 60 --slots 1 --ray
 """
 
 from __future__ import annotations
@@ -229,8 +230,12 @@ def throughput(args: argparse.Namespace) -> int:
         target = make_target(f"riscv-sim:{args.core}")
         space, wl = target.prepare(args.kernel, shape)
         if args.ray:  # Ray: builds as tasks, one simulator actor per slot
+            import ray
+
             from tunex.cluster import RayExecutor, RayOptions, simulator_devices
 
+            ray.init(num_cpus=slots, resources={"riscv-sim": slots}, include_dashboard=False,
+                     log_to_driver=False)
             ex_: Any = RayExecutor(target, RayOptions(device_specs=simulator_devices(slots),
                                                       in_flight=2 * slots))
         else:
