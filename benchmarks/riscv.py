@@ -297,7 +297,7 @@ def report(args: argparse.Namespace) -> int:
     path = RESULTS / "riscv_throughput.jsonl"
     if path.exists():
         print("\n| executor | slots | trials | wall (s) | trials/s | vs 1 slot | median build (s) "
-              "| median simulate (s) |")
+              "| median QEMU run (s) |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         runs = [json.loads(line) for line in path.read_text().splitlines()]
         one = {r["executor"]: r["trials_per_s"] for r in runs if r["slots"] == 1}
