@@ -127,3 +127,34 @@ def test_an_unreachable_or_rebooting_board_is_a_recorded_failure(sshd):
     assert t.measure(art).status is Status.OK
     nowhere = t.for_device({"host": "root@127.0.0.1", "port": 1})
     assert nowhere.measure(art).status is Status.WORKER_LOST
+
+
+@pytest.mark.slow
+def test_boards_of_a_devices_file_under_ray_from_the_command_line(sshd, tmp_path):
+    """The path a user with boards takes: `tunex search --ray --devices boards.toml`, each
+    board a Ray actor that needs its own resource; every trial records the board it ran on."""
+    pytest.importorskip("ray")
+    import json
+    import sys
+
+    user = os.environ.get("USER") or "root"
+    board = (f'host = "{user}@127.0.0.1"\nport = {sshd.port}\n'
+             f'ssh_config = "{sshd.root / "ssh_config"}"\n'
+             'runner = "qemu-riscv64 -cpu rv64,v=true,vlen=256"\n')
+    (tmp_path / "boards.toml").write_text(
+        f'[[board]]\nname = "bpi1"\n{board}\n[[board]]\nname = "bpi2"\n{board}')
+    db = tmp_path / "boards.db"
+    cmd = [sys.executable, "-m", "tunex.cli", "search", "sgemm", "--target",
+           "riscv-ssh?core=x60&repeats=3&warmup=0&flush_kb=0", "--shape", "M=16,N=16,K=8",
+           "--budget", "8trials", "--ray", "--devices", str(tmp_path / "boards.toml"),
+           "--db", str(db), "-q", "--seed", "2"]
+    env = {**os.environ, "RAY_ADDRESS": "local"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in subprocess.run(
+        [sys.executable, "-m", "tunex.cli", "db", "export", "--db", str(db), "--format",
+         "jsonl"], capture_output=True, text=True, timeout=60).stdout.splitlines()]
+    assert len(rows) >= 8 and all(r["status"] == "ok" for r in rows)
+    boards = {r["facts"]["device"] for r in rows}
+    assert boards <= {"bpi1", "bpi2"} and boards
+    assert all(r["worker"].endswith(("/bpi1", "/bpi2")) for r in rows)

@@ -56,7 +56,7 @@ class RiscvSimTarget(CrossTarget):
         return f"llvm-mca-19:{c.mcpu}" if c.mca_model else f"rvv-bench:{c.table}"
 
     def fingerprint(self) -> Mapping[str, Any]:
-        return {"device": f"riscv-sim:{self.core.name}", "core": self.core.mcpu,
+        return {"device": f"riscv-sim:{self.core.name}", "arch": self.core.mcpu,
                 "vlen": self.core.vlen, "model": self.model,
                 "clang": self._versions.get("clang", "?")}
 

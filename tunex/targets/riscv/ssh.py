@@ -81,7 +81,7 @@ class RiscvSSHTarget(CrossTarget):
         return other
 
     def fingerprint(self) -> Mapping[str, Any]:
-        return {"device": f"board:{self.board}", "core": self.core.mcpu, "vlen": self.core.vlen,
+        return {"device": f"board:{self.board}", "arch": self.core.mcpu, "vlen": self.core.vlen,
                 "clang": self._versions.get("clang", "?")}
 
     def _ssh(self, command: str, stdin: bytes | None = None
