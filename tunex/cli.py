@@ -48,7 +48,20 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     budget = Budget.parse(args.budget)
+    for flag, value, least in (("--batch", args.batch, 1), ("--workers", args.workers, 0),
+                               ("--measure-workers", args.measure_workers, 1),
+                               ("--seed", args.seed, 0), ("--patience", args.patience, 1),
+                               ("--sim-slots", args.sim_slots, 1)):
+        if value is not None and value < least:
+            raise TunexError(f"{flag} {value} is not allowed: give a number >= {least}")
+    for flag, seconds in (("--build-timeout", args.build_timeout),
+                          ("--measure-timeout", args.measure_timeout)):
+        if seconds is not None and not seconds > 0:
+            raise TunexError(f"{flag} {seconds} is not allowed: give seconds > 0")
     target = make_target(args.target)
+    if target.name == "replay" and (args.shape or args.kernel):
+        raise TunexError("a replay target answers from its recorded space, whose problem is "
+                         "fixed: drop the kernel and --shape (they would be ignored)")
     space, workload = target.prepare(_load_kernel(args.kernel), _shape(args.shape))
     executor: Any
     timeouts = {k: v for k, v in (("build_timeout", args.build_timeout),
@@ -83,6 +96,10 @@ def cmd_search(args: argparse.Namespace) -> int:
                           f"strategy {args.strategy}, budget {budget}, db {args.db}")
         result = tuner.run()
         _report(console, result, space, args)
+    if result.stopped == "interrupted":
+        print("tunex: interrupted; every finished trial is saved, run again to resume",
+              file=sys.stderr)
+        return 130
     return 0
 
 

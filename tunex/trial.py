@@ -221,6 +221,12 @@ class Measurement:
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
         object.__setattr__(self, "times_ms", tuple(float(t) for t in self.times_ms))
+        bad = [t for t in self.times_ms if not (math.isfinite(t) and t >= 0)]
+        if self.status is Status.OK and bad:
+            # a timer that returned NaN or a negative time measured nothing: never a winner
+            object.__setattr__(self, "status", Status.RUNTIME_ERROR)
+            object.__setattr__(self, "error", f"the measurement gave invalid times {bad[:3]} "
+                                              "(NaN, infinite or negative)")
 
     @property
     def ok(self) -> bool:

@@ -50,7 +50,12 @@ class Budget:
         for part in filter(None, (p.strip() for p in str(text).lower().split(","))):
             m = re.fullmatch(r"(\d+)\s*(trials?|t)", part)
             if m:
+                if trials is not None:
+                    raise BudgetError(f"budget {text!r} gives two trial counts: give one, "
+                                      "e.g. 2h,500trials")
                 trials = int(m.group(1))
+                if trials <= 0:
+                    raise BudgetError(f"budget {text!r} allows no trial: give at least 1")
                 continue
             pieces = re.findall(r"(\d+(?:\.\d+)?)\s*(sec|min|s|m|h|d)", part)
             if not pieces or "".join(n + u for n, u in pieces) != part.replace(" ", ""):
@@ -58,7 +63,12 @@ class Budget:
                     f"cannot read budget {text!r}: use a time (2h, 90m, 45s, 1h30m), a number of "
                     "trials (500trials), or both separated by a comma"
                 )
-            seconds = (seconds or 0) + sum(float(n) * _UNITS[u] for n, u in pieces)
+            if seconds is not None:
+                raise BudgetError(f"budget {text!r} gives two times: write one (1h30m), "
+                                  "and at most one trial count beside it")
+            seconds = sum(float(n) * _UNITS[u] for n, u in pieces)
+            if seconds <= 0:
+                raise BudgetError(f"budget {text!r} allows no time: give e.g. 30s or 2h")
         if seconds is None and trials is None:
             raise BudgetError(f"empty budget {text!r}: give e.g. 2h or 500trials")
         return cls(seconds, trials)

@@ -720,6 +720,8 @@ class Database:
 def _resolve_url(url: str | os.PathLike[str] | URL) -> tuple[URL, Path | None]:
     if isinstance(url, URL):
         parsed = url
+    elif url == ":memory:":  # SQLite's own name for an in-memory database, not a file name
+        return URL.create("sqlite"), None
     elif isinstance(url, os.PathLike) or "://" not in url:
         path = Path(os.fspath(url)).expanduser().absolute()
         return URL.create("sqlite", database=str(path)), path

@@ -10,6 +10,7 @@ SSH). Hardware-specific targets are imported only when used.
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -59,6 +60,21 @@ def make_target(spec: str, **options: Any) -> Target:
     except ImportError as e:
         raise TargetError(f"target {name!r} needs the package {e.name!r}; install tunex with "
                           f"its extra, e.g. pip install 'tunex[{name.split('_')[0]}]'") from e
-    opts = {k: _coerce(v) for k, v in parse_qsl(query)}
+    opts = {k: _coerce(v) for k, v in parse_qsl(query, keep_blank_values=True)}
     opts.update(options)
-    return cls(arg, **opts) if arg else cls(**opts)
+    sig = inspect.signature(cls)
+    takes = [p for p in sig.parameters if p not in ("self", "args", "kwargs")]
+    unknown = [k for k in opts if k not in sig.parameters]
+    if unknown:
+        raise TargetError(f"target {name!r} has no option {', '.join(map(repr, unknown))}; "
+                          f"it takes {', '.join(takes[1:] if arg or takes[:1] else takes)}")
+    positional = [p for p in sig.parameters.values()
+                  if p.default is inspect.Parameter.empty
+                  and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if positional and not arg and positional[0].name not in opts:
+        raise TargetError(f"target {name!r} needs its {positional[0].name}: "
+                          f"{name}:{positional[0].name.upper()}")
+    try:
+        return cls(arg, **opts) if arg else cls(**opts)
+    except (TypeError, ValueError) as e:
+        raise TargetError(f"target {spec!r}: {e}; options are {', '.join(takes)}") from None

@@ -40,6 +40,9 @@ _FAILURES = {
 def load_recorded(path: str | Path) -> dict[str, Any]:
     """Read a recorded space (``.json`` or ``.json.gz``) with a clear error when it is not one."""
     p = Path(path)
+    if p.is_dir():
+        raise TargetError(f"{p} is a directory; pass replay:PATH to one recorded space in it "
+                          f"(e.g. {p}/*.json.gz)")
     if not p.is_file():
         raise TargetError(f"recorded space {p} does not exist; pass replay:PATH to a cache file")
     try:
