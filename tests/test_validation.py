@@ -95,3 +95,70 @@ def test_ctrl_c_exits_130_and_keeps_every_finished_trial(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert "run again to resume" in err
+
+
+def test_a_choice_of_unhashable_values_is_a_space_error():
+    from tunex.errors import SpaceError
+    from tunex.space import Choice
+
+    with pytest.raises(SpaceError, match="cannot be a config value"):
+        Choice("tile", [[1, 2], [3, 4]])
+
+
+def test_packs_are_readable_by_others_and_duplicate_keys_are_refused(tmp_path):
+    import json as _json
+    import stat
+
+    from tunex.db.packs import export_pack, load_pack
+    from tunex.errors import PackError
+    from tunex.targets import make_target
+    from tunex.tuner import Tuner
+
+    target = make_target(f"replay:{RECORDED}")
+    space, wl = target.prepare(None, {})
+    with Database(str(tmp_path / "p.db")) as db:
+        Tuner(target, space, workload=wl, db=db, strategy="random", budget="5trials",
+              seed=0).run()
+        export_pack(db, tmp_path / "p.json", name="p", version="1")
+    mode = stat.S_IMODE((tmp_path / "p.json").stat().st_mode)
+    assert mode & 0o044 == 0o044, oct(mode)  # group and others may read it
+    text = (tmp_path / "p.json").read_text()
+    doc = _json.loads(text)
+    assert load_pack(tmp_path / "p.json").name == "p"
+    dup = text.replace('"name": "p"', '"name": "p", "name": "p"', 1)
+    assert dup != text
+    (tmp_path / "dup.json").write_text(dup)
+    with pytest.raises(PackError, match="appears twice"):
+        load_pack(tmp_path / "dup.json")
+    assert doc["name"] == "p"
+
+
+def test_db_import_into_a_new_database_creates_it(tmp_path, capsys):
+    src, new = tmp_path / "src.db", tmp_path / "new.db"
+    assert main(["search", "--target", f"replay:{RECORDED}", "--budget", "4trials",
+                 "--db", str(src), "-q"]) == 0
+    assert main(["db", "export", "--db", str(src), "--format", "jsonl", "-o",
+                 str(tmp_path / "t.jsonl")]) == 0
+    assert main(["db", "import", str(tmp_path / "t.jsonl"), "--db", str(new)]) == 0
+    assert "imported 4 trials" in capsys.readouterr().err
+    assert main(["db", "best", "--db", str(tmp_path / "missing.db")]) == 2
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_a_pack_of_a_replayed_space_whose_problem_holds_a_list_verifies(tmp_path):
+    """Replayed Kernel Tuner spaces key their problem by a list (problem_size): export must
+    write a pack that verify and import accept (hardening, item 2)."""
+    from tunex.db.packs import export_pack, import_pack, load_pack
+    from tunex.targets import make_target
+    from tunex.tuner import Tuner
+
+    target = make_target(f"replay:{RECORDED}")
+    space, wl = target.prepare(None, {})
+    assert any(isinstance(v, list) for v in wl.problem.values())
+    with Database(str(tmp_path / "a.db")) as db:
+        Tuner(target, space, workload=wl, db=db, strategy="random", budget="5trials",
+              seed=0).run()
+        export_pack(db, tmp_path / "a.json", name="a", version="1")
+    assert len(load_pack(tmp_path / "a.json").entries) == 1
+    with Database(str(tmp_path / "b.db")) as db:
+        assert import_pack(db, tmp_path / "a.json") == 1

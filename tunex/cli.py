@@ -133,7 +133,8 @@ def cmd_db(args: argparse.Namespace) -> int:
 
     from tunex.db import Database
 
-    with Database(args.db, create=False) as db:
+    # importing may start a database; reading one must not create it
+    with Database(args.db, create=args.db_cmd == "import") as db:
         if args.db_cmd == "export":
             out = sys.stdout if args.output in (None, "-") else args.output
             n = db.export(out, format=args.format)

@@ -269,6 +269,10 @@ class Pack:
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
+            # mkstemp makes the file private (0600); a pack is meant to be shipped and read
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
             os.replace(tmp, target)
         except OSError as exc:
             raise PackError(f"cannot write pack {target} ({exc}): check the path and its "
@@ -413,7 +417,7 @@ def _entry(i: int, raw: Any) -> PackEntry:
     workload = Workload(
         _string(f"{where}.kernel", raw["kernel"]),
         _string(f"{where}.kernel_hash", raw["kernel_hash"], empty=True),
-        _check_map(f"{where}.problem", raw["problem"]),
+        _check_map(f"{where}.problem", raw["problem"], lists=True),
         _check_map(f"{where}.target", raw["target"]),
     )
     return PackEntry(
@@ -509,11 +513,22 @@ def load_pack(path: str | os.PathLike[str],
     except (OSError, UnicodeDecodeError) as exc:
         raise PackError(f"cannot read config pack {name} ({exc}): check the path") from exc
     try:
-        doc = json.loads(text, parse_constant=_no_constant)
+        doc = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as exc:
         raise PackError(f"config pack {name} is not valid JSON ({exc}); nothing of it was "
                         "loaded: get a fresh copy from its publisher or re-export it") from None
     return pack_from_dict(doc, name, kernel_hashes)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object without repeated keys: with one, what a reader sees depends on the
+    parser (the checksummed text and the loaded pack could disagree)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"key {k!r} appears twice in one object")
+        out[k] = v
+    return out
 
 
 def _no_constant(name: str) -> Any:

@@ -34,7 +34,12 @@ class Param:
             raise SpaceError(
                 f"parameter {name!r} has an empty domain: give it at least one value"
             )
-        if len(set(vals)) != len(vals):
+        try:
+            distinct = len(set(vals))
+        except TypeError:
+            raise SpaceError(f"parameter {name!r} has a value that cannot be a config value "
+                             f"({vals!r}): use numbers, strings, bools or tuples") from None
+        if distinct != len(vals):
             raise SpaceError(f"parameter {name!r} lists a value twice: {vals!r}")
         self.name = name
         self.values = vals
