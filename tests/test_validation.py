@@ -162,3 +162,20 @@ def test_a_pack_of_a_replayed_space_whose_problem_holds_a_list_verifies(tmp_path
     assert len(load_pack(tmp_path / "a.json").entries) == 1
     with Database(str(tmp_path / "b.db")) as db:
         assert import_pack(db, tmp_path / "a.json") == 1
+
+
+def test_rerunning_a_finished_noisy_search_adds_no_trial(tmp_path):
+    """The re-measurements of close leaders are part of the trial budget: a rerun of a
+    finished search must not add them again (300 -> 304 -> 308 before; hardening, item 4)."""
+    from tunex.targets import make_target
+    from tunex.tuner import Tuner
+
+    target = make_target(f"replay:{RECORDED}?noisy=1&seed=3")
+    space, wl = target.prepare(None, {})
+    with Database(str(tmp_path / "n.db")) as db:
+        counts = []
+        for _ in range(3):
+            r = Tuner(target, space, workload=wl, db=db, strategy="random", budget="40trials",
+                      seed=0).run()
+            counts.append((r.trials, db.count(wl)))
+    assert counts == [(40, 40)] * 3

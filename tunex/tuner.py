@@ -226,7 +226,9 @@ class Tuner:
             for fut in running:
                 fut.cancel()
             bar.close()
-        if reserve and stopped != "interrupted":
+        if self.budget.trials is not None:  # what is left of the budget, not more: a rerun of
+            reserve = min(reserve, self.budget.trials - count)  # a finished search adds none
+        if reserve > 0 and stopped != "interrupted":
             count, new = self._remeasure(count, new, reserve)
         failures: dict[str, int] = {}
         for m in self.db.measurements(self.workload):
