@@ -622,3 +622,41 @@ def test_import_is_all_or_nothing(db: Database, tmp_path: Path) -> None:
 def test_export_rejects_unknown_format(db: Database, tmp_path: Path) -> None:
     with pytest.raises(DatabaseError, match="use one of csv, json, jsonl"):
         db.export(tmp_path / "x.xml", format="xml")
+
+
+def test_an_archived_database_on_a_read_only_medium_can_be_read(tmp_path):
+    """db export, best, workloads and pack export read a database they cannot write (issue:
+    hardening, item 9); recording into it is a clear DatabaseError."""
+    import subprocess
+
+    from tunex.cli import main as cli
+    from tunex.errors import DatabaseError
+    from tunex.trial import Config, Measurement, Status, Workload
+
+    src = tmp_path / "src"
+    src.mkdir()
+    wl = Workload("k", "", {"n": 1}, {"device": "d"})
+    with Database(str(src / "a.db")) as db:
+        for i in range(3):
+            db.record(wl, Measurement(Config(a=i), Status.OK, (1.0 + i,)))
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "--bind", str(src), str(ro)], capture_output=True).returncode \
+            or subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)],
+                              capture_output=True).returncode:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+        pytest.skip("cannot make a read-only bind mount here (needs root)")
+    try:
+        with Database(str(ro / "a.db"), create=False) as db:
+            assert db.readonly and db.count(wl) == 3 and db.best(wl).value == 1.0
+            with pytest.raises(DatabaseError):
+                db.record(wl, Measurement(Config(a=9), Status.OK, (0.5,)))
+        assert cli(["db", "export", "--db", str(ro / "a.db"), "--format", "csv", "-o",
+                    str(tmp_path / "t.csv")]) == 0
+        assert cli(["db", "best", "--db", str(ro / "a.db"), "--json"]) == 0
+        assert cli(["db", "workloads", "--db", str(ro / "a.db")]) == 0
+        assert cli(["pack", "export", "--db", str(ro / "a.db"), "-o",
+                    str(tmp_path / "p.json")]) == 0
+        assert sorted(p.name for p in ro.iterdir()) == ["a.db"]  # no -wal/-shm written
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)

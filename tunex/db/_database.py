@@ -120,8 +120,18 @@ class Database:
         self._lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         self._workload_ids: dict[str, int] = {}
         self._engine: Engine | None = None
+        #: Opened read-only: an archived database in a directory (or on a medium) this process
+        #: cannot write; reading works, recording raises DatabaseError.
+        self.readonly = False
         if self.path is not None:
             _check_sqlite_file(self.path, create)
+            if not create and self.path.exists() and not (
+                    os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)):
+                # SQLite in WAL mode writes -wal/-shm files beside the database even to read
+                # it; immutable=1 reads the file as it is, without them
+                self.readonly = True
+                self._url = URL.create("sqlite", database=f"file:{self.path}",
+                                       query={"mode": "ro", "immutable": "1", "uri": "true"})
         self._engine = self._make_engine()
         try:
             self._open(create)
@@ -167,6 +177,12 @@ class Database:
                     f"{self._shown} holds no tuning database yet: pass create=True to start one "
                     "there, or pass the --db of an existing one"
                 )
+            if self.readonly:
+                if version < S.SCHEMA_VERSION:
+                    raise DatabaseError(
+                        f"{self._shown} is read-only and of an older schema ({version}): copy "
+                        "it to a writable directory, where tunex upgrades it on opening")
+                return
             if self._sqlite and self.path is not None:
                 self._use_wal()
             if version < S.SCHEMA_VERSION:
