@@ -511,16 +511,28 @@ def test_pack_loaded_by_api(db_path: Path, tmp_path: Path) -> None:
     assert k.last.source == "pack" and "nearest bucket n=1024" in k.last.reason
 
 
-def test_pack_from_env(db_path: Path, tmp_path: Path, monkeypatch) -> None:
+def test_pack_from_env(db_path: Path, tmp_path: Path, monkeypatch, caplog) -> None:
     pack = tune_and_export(db_path, tmp_path)
     monkeypatch.setenv("TUNEX_PACKS", os.pathsep.join([str(pack)]))
     k, _ = make_add(tmp_path / "fresh.db")
     call_add(k, 1000)
     assert k.last.source == "pack"
-    monkeypatch.setenv("TUNEX_PACKS", str(tmp_path / "missing.json"))
+    # a bad pack in the environment is skipped with a warning, like an unusable database;
+    # the good ones beside it still resolve, and an explicit load_packs raises
+    bad = tmp_path / "missing.json"
+    monkeypatch.setenv("TUNEX_PACKS", os.pathsep.join([str(bad), str(pack)]))
     k2, _ = make_add(tmp_path / "fresh.db")
-    with pytest.raises(PackError, match="cannot read"):
+    with caplog.at_level("WARNING", logger="tunex.autotune"):
         call_add(k2, 1000)
+    assert k2.last.source == "pack"
+    assert any("TUNEX_PACKS: skipping" in r.message and "cannot read" in r.message
+               for r in caplog.records)
+    monkeypatch.setenv("TUNEX_PACKS", str(bad))
+    k3, _ = make_add(tmp_path / "fresh.db")
+    call_add(k3, 1000)
+    assert k3.last.source != "pack"
+    with pytest.raises(PackError, match="cannot read"):
+        load_packs(bad)
 
 
 def test_db_comes_before_packs(db_path: Path, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tunex.db.packs import Pack, load_pack
-from tunex.errors import ConfigError, DatabaseError
+from tunex.errors import ConfigError, DatabaseError, PackError
 from tunex.targets._triton_common import device_fingerprint, toolchain_facts
 from tunex.trial import Config, Workload
 
@@ -153,15 +153,22 @@ def clear_packs() -> None:
 def loaded_packs() -> list[Pack]:
     """Packs in resolution order: :func:`load_packs` ones, then ``TUNEX_PACKS`` ones.
 
-    ``TUNEX_PACKS`` (paths separated by ``os.pathsep``) is read when it changes; a bad pack in
-    it raises :class:`~tunex.errors.PackError` at the first resolution that reads it.
+    ``TUNEX_PACKS`` (paths separated by ``os.pathsep``) is read when it changes. A bad pack
+    there is skipped with one warning, and resolution goes on without it, as it does without an
+    unusable database: an environment setting must not make every kernel launch of a program
+    raise. :func:`load_packs`, an explicit call, raises instead.
     """
     global _env_packs
     env = os.environ.get("TUNEX_PACKS", "")
     with _lock:
         if env != _env_packs[0]:
-            paths = [p for p in env.split(os.pathsep) if p]
-            _env_packs = (env, tuple(load_pack(p) for p in paths))
+            good = []
+            for path in (p for p in env.split(os.pathsep) if p):
+                try:
+                    good.append(load_pack(path))
+                except PackError as exc:
+                    log.warning("TUNEX_PACKS: skipping %s: %s", path, exc)
+            _env_packs = (env, tuple(good))
         return _packs + list(_env_packs[1])
 
 
