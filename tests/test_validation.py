@@ -179,3 +179,26 @@ def test_rerunning_a_finished_noisy_search_adds_no_trial(tmp_path):
                       seed=0).run()
             counts.append((r.trials, db.count(wl)))
     assert counts == [(40, 40)] * 3
+
+
+@pytest.mark.parametrize("rule,says", [
+    ("a < 9**9**9", "power"),
+    ("len([0] * 10**9) > a", "sequence"),
+    ("a < 1 << 10**6", "shifts"),
+])
+def test_constraint_strings_cannot_exhaust_the_machine(rule, says):
+    """Issue 11 item 5: these hung or reached 7.8 GB within 30 s; now a clear SpaceError."""
+    from tunex.errors import SpaceError
+    from tunex.space import Int, Space
+
+    t0 = time.monotonic()
+    with pytest.raises(SpaceError, match=says):
+        Space([Int("a", 1, 4)], [rule]).size
+    assert time.monotonic() - t0 < 5
+
+
+def test_guarded_operators_still_compute_what_kernels_write():
+    from tunex.space import Int, Space
+
+    s = Space([Int("a", 1, 8)], ["a ** 2 * 2 <= 2 ** 6", "(1 << a) <= 64", "a * 1.5 < 12"])
+    assert s.size == 5

@@ -34,6 +34,55 @@ _ALLOWED = (
 )
 
 
+# -- bounded cost: an expression string from a file must not hang or exhaust the machine ------
+
+#: Largest exponent of an integer power, shift count, and length a sequence may be repeated to.
+_MAX_EXPONENT = 128
+_MAX_SEQUENCE = 100_000
+
+
+class _TooCostly(Exception):
+    pass
+
+
+def _pow(a: Any, b: Any) -> Any:
+    if isinstance(b, (int, float)) and abs(b) > _MAX_EXPONENT and (
+            not isinstance(a, (int, float)) or abs(a) > 1):
+        raise _TooCostly(f"raises to the power {b}, above the limit of {_MAX_EXPONENT}")
+    return a ** b
+
+
+def _mul(a: Any, b: Any) -> Any:
+    for seq, n in ((a, b), (b, a)):
+        if (isinstance(seq, (str, list, tuple)) and isinstance(n, int)
+                and len(seq) * n > _MAX_SEQUENCE):
+            raise _TooCostly(f"builds a sequence of {len(seq) * n:,} items, above the limit "
+                             f"of {_MAX_SEQUENCE:,}")
+    return a * b
+
+
+def _lshift(a: Any, b: Any) -> Any:
+    if isinstance(b, int) and b > _MAX_EXPONENT:
+        raise _TooCostly(f"shifts by {b} bits, above the limit of {_MAX_EXPONENT}")
+    return a << b
+
+
+_GUARDS = {"_tx_pow": _pow, "_tx_mul": _mul, "_tx_lshift": _lshift}
+_GUARDED_OPS = {ast.Pow: "_tx_pow", ast.Mult: "_tx_mul", ast.LShift: "_tx_lshift"}
+
+
+class _Guard(ast.NodeTransformer):
+    """Turns ``**``, ``*`` and ``<<`` into calls that refuse results too large to compute."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        fn = _GUARDED_OPS.get(type(node.op))
+        if fn is None:
+            return node
+        return ast.copy_location(ast.Call(ast.Name(fn, ast.Load()), [node.left, node.right],
+                                          []), node)
+
+
 class Constraint:
     """A predicate that valid points satisfy.
 
@@ -57,7 +106,8 @@ class Constraint:
             tree = self._parse(rule)
             found = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
                            - set(_FUNCTIONS))
-            self._code = compile(tree, "<constraint>", "eval")
+            guarded = ast.fix_missing_locations(_Guard().visit(tree))
+            self._code = compile(guarded, "<constraint>", "eval")
             self.names: tuple[str, ...] = tuple(names if names is not None else found)
             self._fn: Callable[[Mapping[str, Any]], Any] = self._eval_expr
         elif callable(rule):
@@ -101,11 +151,17 @@ class Constraint:
         return tree
 
     def _eval_expr(self, env: Mapping[str, Any]) -> Any:
-        return eval(self._code, {"__builtins__": {}, **_FUNCTIONS}, dict(env))
+        try:
+            return eval(self._code, {"__builtins__": {}, **_FUNCTIONS, **_GUARDS}, dict(env))
+        except _TooCostly as e:
+            raise SpaceError(f"constraint {self.description!r} {e}; constraints are checked "
+                             "for every point, so they must stay cheap") from None
 
     def __call__(self, env: Mapping[str, Any]) -> bool:
         try:
             return bool(self._fn(env))
+        except SpaceError:  # a constraint too costly to evaluate: the space is unusable
+            raise
         except (ArithmeticError, ValueError, TypeError, IndexError):
             return False
 
