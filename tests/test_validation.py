@@ -202,3 +202,16 @@ def test_guarded_operators_still_compute_what_kernels_write():
 
     s = Space([Int("a", 1, 8)], ["a ** 2 * 2 <= 2 ** 6", "(1 << a) <= 64", "a * 1.5 < 12"])
     assert s.size == 5
+
+
+def test_a_space_of_10_to_the_24_points_samples():
+    """numpy's int64 ended at 9.2e18 ("high is out of bounds for int64"; issue 11, item 6)."""
+    from tunex.space import Int, Space
+
+    s = Space([Int(f"p{i}", 0, 999) for i in range(8)])
+    assert s.size == 1000**8
+    picks = s.sample(50, rng=0)
+    assert len(set(picks)) == 50 and all(c in s for c in picks)
+    assert len(s.sample(5, rng=1, unique=False)) == 5
+    # the high digits are drawn too, not only the low ones
+    assert len({c["p7"] for c in picks}) > 20 and len({c["p0"] for c in picks}) > 20

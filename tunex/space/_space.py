@@ -36,6 +36,17 @@ def _rng(rng: RngLike) -> np.random.Generator:
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
+def _below(gen: np.random.Generator, size: int) -> int:
+    """A uniform integer in [0, size), also past numpy's int64 (spaces of 10^24 points)."""
+    if size < 2**62:
+        return int(gen.integers(0, size))
+    bits = size.bit_length()
+    while True:  # rejection keeps it exactly uniform: at most two draws on average
+        value = int.from_bytes(gen.bytes((bits + 7) // 8), "little") >> (-bits % 8)
+        if value < size:
+            return value
+
+
 class Space:
     """A declarative search space.
 
@@ -271,7 +282,7 @@ class Space:
         gen = _rng(rng)
         size = self.size
         if not unique:
-            return [self._walk(int(i)) for i in gen.integers(0, size, n)]
+            return [self._walk(_below(gen, size)) for _ in range(n)]
         seen = set(exclude)
         free = size - sum(1 for c in seen if c in self)
         n = min(n, max(free, 0))
@@ -288,7 +299,7 @@ class Space:
                         break
             return out
         while len(out) < n:
-            c = self._walk(int(gen.integers(0, size)))
+            c = self._walk(_below(gen, size))
             if c not in seen:
                 seen.add(c)
                 out.append(c)
