@@ -29,10 +29,10 @@ pack (``TUNEX_PACKS``, :func:`tunex.autotune.load_packs`), else the space's defa
 workload is the one ``tunex search matmul --target triton_gpu --shape ...`` records on the same
 device, so offline tuning and packs made from it apply.
 
-The library registers itself through the ``tunex.kernels`` entry points (``pyproject.toml``).
-Kernels outside this package are added with :func:`register_kernel`, or for every process at
-once (tunex's build and measure workers included) with the environment variable
-``TUNEX_KERNELS="name=package.module:Class,other=..."``.
+The library is listed by name in :data:`tunex.kernel.LIBRARY`. Kernels outside this package
+are added with :func:`register_kernel`, through a distribution's ``tunex.kernels`` entry points,
+or for every process at once (tunex's build and measure workers included) with the environment
+variable ``TUNEX_KERNELS="name=package.module:Class,other=..."``.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def make_target(spec: str, **options: Any) -> Target:
     unknown = [k for k in opts if k not in sig.parameters]
     if unknown:
         raise TargetError(f"target {name!r} has no option {', '.join(map(repr, unknown))}; "
-                          f"it takes {', '.join(takes[1:] if arg or takes[:1] else takes)}")
+                          f"it takes {', '.join(takes)}")
     positional = [p for p in sig.parameters.values()
                   if p.default is inspect.Parameter.empty
                   and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

@@ -18,8 +18,6 @@ how a binary is compiled and how it is run and timed; everything else is here, o
 from __future__ import annotations
 
 import abc
-import os
-import shutil
 import struct
 import subprocess
 import tempfile
@@ -49,7 +47,6 @@ class CBinary:
 
     elf: bytes
     kernel: str
-    source_lines: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +60,8 @@ class RunResult:
     facts: Mapping[str, Any] = field(default_factory=dict)
     timed_out: bool = False
     lost: str | None = None  # the device could not be reached (a board rebooting...)
+    #: What :meth:`CTarget.run` hands to :meth:`CTarget.timing` (not stored).
+    extra: Any = None
 
 
 def write_inputs(path: Path, kernel: CKernel, problem: Mapping[str, Any],
@@ -217,7 +216,7 @@ class CTarget(Target):
                 return Artifact(workload, config, Status.COMPILE_ERROR,
                                 error=_tail(done.stderr or done.stdout), compile_ms=ms)
             facts = self.build_facts(binary)
-            payload = CBinary(binary.read_bytes(), workload.kernel, source.count("\n"))
+            payload = CBinary(binary.read_bytes(), workload.kernel)
         return Artifact(workload, config, Status.OK, payload=payload, facts=facts,
                         compile_ms=ms)
 
@@ -286,23 +285,13 @@ class CTarget(Target):
 
     # -- helpers for subclasses -----------------------------------------------------------------
 
-    def _run_process(self, argv: Sequence[str], cwd: Path,
-                     env: Mapping[str, str] | None = None) -> RunResult:
+    def _run_process(self, argv: Sequence[str], cwd: Path) -> RunResult:
         t0 = time.perf_counter()
         try:
             done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True,
-                                  timeout=self.timeout, env=None if env is None
-                                  else {**os.environ, **env})
+                                  timeout=self.timeout)
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else ""
             return RunResult(-9, out, "", time.perf_counter() - t0, timed_out=True)
         return RunResult(done.returncode, done.stdout, done.stderr, time.perf_counter() - t0)
 
-
-def which(*names: str) -> str | None:
-    """The first of ``names`` on PATH."""
-    for n in names:
-        found = shutil.which(n)
-        if found:
-            return found
-    return None

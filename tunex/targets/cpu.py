@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import platform
 import re
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 
 from tunex.errors import TargetError
 from tunex.kernel import Isa
-from tunex.targets._c import CTarget, RunResult, which
+from tunex.targets._c import CTarget, RunResult
 
 __all__ = ["CpuTarget", "host_isa"]
 
@@ -62,7 +63,8 @@ class CpuTarget(CTarget):
                  check: bool = True) -> None:
         super().__init__(timeout=timeout, repeats=repeats, warmup=warmup, flush_kb=flush_kb,
                          check=check)
-        found = which(cc) if cc else which("clang-19", "clang", "cc")
+        found = next(filter(None, map(shutil.which, [cc] if cc else
+                                      ["clang-19", "clang", "cc"])), None)
         if found is None:
             raise TargetError(f"no C compiler found ({cc or 'clang-19, clang or cc'}); run "
                               "scripts/install-riscv.sh (or apt-get install clang-19)")

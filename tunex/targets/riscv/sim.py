@@ -69,14 +69,14 @@ class RiscvSimTarget(CrossTarget):
         qemu = self.tc.qemu_argv(self.core, cwd / "counts.txt", lo, hi)
         result = self._run_process([*qemu, str(binary), *argv], cwd)
         return RunResult(result.returncode, result.stdout, result.stderr, result.seconds,
-                         {"qemu_seconds": round(result.seconds, 4)}, result.timed_out)
+                         {"qemu_seconds": round(result.seconds, 4)}, result.timed_out,
+                         extra=ranges)
 
     def timing(self, result: RunResult, binary: Path) -> tuple[tuple[float, ...], dict[str, Any]]:
-        from tunex.targets.riscv._cycles import estimate, function_ranges, read_counts
+        from tunex.targets.riscv._cycles import estimate, read_counts
 
         counts = read_counts(binary.parent / "counts.txt")
-        ranges = function_ranges(binary, self.tc)
-        est = estimate(binary, counts, self.core, self.tc, ranges)
+        est = estimate(binary, counts, self.core, self.tc, result.extra)
         ms = est.cycles / (self.core.clock_ghz * 1e6)
         return (ms,), {"cycles": est.cycles, "insns": est.insns,
                        "vector_insns": est.vector_insns, "blocks": est.blocks,
