@@ -41,10 +41,9 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tunex.kernel import BUCKETS, Kernel, next_pow2
+from tunex.kernel import BUCKETS, Kernel, device_facts, next_pow2
+from tunex.kernel import source_hash as _source_hash
 from tunex.space import Space
-from tunex.targets._triton_common import device_facts
-from tunex.targets._triton_common import source_hash as _source_hash
 from tunex.trial import Workload
 
 if TYPE_CHECKING:
@@ -117,7 +116,7 @@ class TritonKernel(Kernel):
     def source_hash(self) -> str:
         """sha256 (16 hex digits) of the jit function's source from its ``def`` on: changes
         whenever the kernel's code changes, and is what ``@tunex.autotune`` computes for the
-        same function (:func:`tunex.targets._triton_common.source_hash`). Edits elsewhere in
+        same function (:func:`tunex.identity.source_hash`). Edits elsewhere in
         the module (the space, docs) keep tuned configs valid."""
         return _source_hash(self.fn)
 

@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from kernels._base import install_allocator
-from kernels.matmul import Matmul
+from kernels._matmul import Matmul
 from tunex.space import Bool, Choice, Int, Pow2, Space
 
 __all__ = ["MatmulTMA", "matmul_tma", "matmul_tma_kernel"]

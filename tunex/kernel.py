@@ -1,4 +1,8 @@
-"""The kernel contract and the kernel registry, shared by targets, the decorator and the CLI.
+"""The kernel contract, the kernel registry and the workload identity, shared by targets, the
+decorator and the CLI.
+
+The identity (:func:`source_hash`, :func:`device_fingerprint`, :func:`make_fingerprint`, the
+device limits kernels' constraints read) lives in :mod:`tunex.identity` and is re-exported here.
 
 A kernel is anything tunex can tune by name: it declares a :class:`~tunex.space.Space`, the
 problem dimensions a user gives (with their bucketing), and a reference to check results
@@ -45,6 +49,18 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tunex.errors import ConfigError, SpaceError
+from tunex.identity import (
+    ARCH_FACTS,
+    INTERPRETER_ARCH,
+    arch_facts,
+    base_function,
+    device_facts,
+    device_fingerprint,
+    make_fingerprint,
+    source_hash,
+    toolchain_facts,
+    visible_gpu,
+)
 from tunex.space import Space
 from tunex.trial import Config
 
@@ -52,15 +68,25 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "ARCH_FACTS",
     "BUCKETS",
+    "INTERPRETER_ARCH",
     "LIBRARY",
     "CKernel",
     "Isa",
     "Kernel",
+    "arch_facts",
     "available_kernels",
+    "base_function",
+    "device_facts",
+    "device_fingerprint",
     "get_kernel",
+    "make_fingerprint",
     "next_pow2",
     "register_kernel",
+    "source_hash",
+    "toolchain_facts",
+    "visible_gpu",
 ]
 
 

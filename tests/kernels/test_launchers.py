@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch", reason="kernels need torch (scripts/install
 triton = pytest.importorskip("triton", reason="kernels need triton (scripts/install-triton.sh)")
 
 from kernels import get_kernel  # noqa: E402
+from tunex import identity as common  # noqa: E402
 from tunex.autotune import fingerprint  # noqa: E402
-from tunex.targets import _triton_common as common  # noqa: E402
 from tunex.targets.triton_gpu import TritonGPUTarget  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ its key after bucketing (each key argument through its bucket function, tensors 
 the dtypes of the tensor arguments of the first call unless ``dtypes=False``; or what
 ``problem=`` makes of the call's arguments) and the device fingerprint (device name,
 architecture, Triton version). Two calls with the same workload share a config. The source hash
-and the fingerprint come from :mod:`tunex.targets._triton_common`, shared with the
+and the fingerprint come from :mod:`tunex.identity`, shared with the
 ``triton_gpu`` target, so the library kernels' launchers (``kernels.matmul.matmul(a, b)``...)
 find what ``tunex search KERNEL --target triton_gpu`` recorded on the same device.
 

@@ -17,9 +17,9 @@ from tunex.autotune import _runtime as R
 from tunex.autotune import bucket as B
 from tunex.autotune._tune import TuningMixin, best_in
 from tunex.errors import ConfigError, DatabaseError, TunexError
+from tunex.identity import base_function as _base_function
+from tunex.identity import source_hash
 from tunex.space import Choice, Constraint, Space
-from tunex.targets._triton_common import base_function as _base_function
-from tunex.targets._triton_common import source_hash
 from tunex.trial import Config, Workload
 
 __all__ = ["Autotuned"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tunex.db.packs import Pack, load_pack
 from tunex.errors import ConfigError, DatabaseError, PackError
-from tunex.targets._triton_common import device_fingerprint, toolchain_facts
+from tunex.identity import device_fingerprint, toolchain_facts
 from tunex.trial import Config, Workload
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def loaded_packs() -> list[Pack]:
 # -- device ------------------------------------------------------------------------------------
 
 #: The device fingerprint of a workload: device name, architecture, Triton version, read once
-#: per device (:func:`tunex.targets._triton_common.device_fingerprint`; the ``triton_gpu``
+#: per device (:func:`tunex.identity.device_fingerprint`; the ``triton_gpu``
 #: target builds its own with the same function).
 fingerprint = device_fingerprint
 

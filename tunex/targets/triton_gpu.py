@@ -21,7 +21,7 @@ Create it with ``make_target("triton_gpu")`` (the visible GPU), ``make_target("t
 
 Workloads (:meth:`TritonGPUTarget.prepare`) are named as ``@tunex.autotune`` names them at
 runtime: the kernel's source hash and the device fingerprint (device name, architecture, Triton
-version) come from :mod:`tunex.targets._triton_common`, and the problem is the kernel's
+version) come from :mod:`tunex.identity`, and the problem is the kernel's
 :meth:`~kernels.Kernel.problem_key`, which the library kernels' launchers use too. So what
 ``tunex search`` records on a GPU, and packs exported from it, are found by
 ``kernels.matmul.matmul(a, b)`` on the same device. The torch and CUDA versions are facts of
@@ -47,15 +47,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunex.errors import TargetError
-from tunex.space import Space
-from tunex.targets._base import Target
-from tunex.targets._triton_common import (
+from tunex.identity import (
     ARCH_FACTS,
     arch_facts,
     make_fingerprint,
     toolchain_facts,
     visible_gpu,
 )
+from tunex.space import Space
+from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 __all__ = ["ARCH_FACTS", "MeasureOptions", "TritonBinary", "TritonGPUTarget", "parse_arch"]
@@ -288,7 +288,7 @@ class TritonGPUTarget(Target):
 
     def fingerprint(self) -> Mapping[str, Any]:
         """Device name, architecture and Triton version: what ``@tunex.autotune`` reads on the
-        same device (:func:`tunex.targets._triton_common.make_fingerprint`)."""
+        same device (:func:`tunex.identity.make_fingerprint`)."""
         return dict(self._fingerprint)
 
     def facts(self) -> Mapping[str, float]:

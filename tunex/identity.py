@@ -1,4 +1,7 @@
-"""What the Triton paths of tunex share, so offline tuning and the runtime name a workload alike.
+"""Workload identity: the kernel's source hash and the device fingerprint, for every entry point.
+
+Public, and re-exported by :mod:`tunex.kernel` beside the kernel contract and registry: targets,
+the decorator and the library kernels take a workload's identity from here and nowhere else.
 
 ``tunex search KERNEL --target triton_gpu`` records trials under the workload that
 :meth:`tunex.targets.triton_gpu.TritonGPUTarget.prepare` builds; a ``@tunex.autotune`` kernel
@@ -37,6 +40,7 @@ __all__ = [
     "INTERPRETER_ARCH",
     "arch_facts",
     "base_function",
+    "clear_device_cache",
     "device_facts",
     "device_fingerprint",
     "gpu_properties",
