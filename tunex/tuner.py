@@ -8,12 +8,12 @@ without a new trial.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from tunex.cluster import Executor, InlineExecutor
@@ -113,6 +113,8 @@ class Tuner:
         remeasure: trials kept aside (within the budget) to measure again the leaders within 3%
             of the best before declaring a winner (noisy targets only).
         transfer: warm-start the strategy from other workloads of the same kernel in the db.
+        first: configs to measure before the strategy proposes (a default config, the best
+            configs of related workloads); each is told to the strategy like any trial.
         on_trial: called with each recorded measurement and its trial number.
         progress: show a progress bar.
     """
@@ -121,7 +123,7 @@ class Tuner:
                  db: Database | None = None, strategy: str | SearchStrategy = DEFAULT_STRATEGY,
                  budget: Budget | str = "100trials", executor: Executor | None = None,
                  batch: int | None = None, seed: int | None = None, patience: int | None = None,
-                 remeasure: int = 4, transfer: bool = True,
+                 remeasure: int = 4, transfer: bool = True, first: Sequence[Config] = (),
                  on_trial: Callable[[Measurement, int], None] | None = None,
                  progress: bool = False) -> None:
         self.target = target
@@ -141,6 +143,7 @@ class Tuner:
         self.patience = patience
         self.remeasure = remeasure
         self.transfer = transfer
+        self.first = list(dict.fromkeys(c for c in first if c in space))
         self.on_trial = on_trial
         self.progress = progress
 
@@ -165,9 +168,11 @@ class Tuner:
         reserve = self.remeasure if self.target.noisy else 0
         if self.budget.trials is not None:  # never more than a tenth of a trial budget
             reserve = min(reserve, self.budget.trials // 10)
-        running: dict[cf.Future[Measurement], Config] = {}
+        running: dict[Future[Measurement], Config] = {}
         stopped = "strategy exhausted"
         bar = _Progress(self.progress, self.budget, count)
+        first = [c for c in self.first if c not in done]
+        idle = 0  # proposals answered from the record since the last trial
 
         def left() -> float:
             if self.budget.trials is None:
@@ -185,7 +190,8 @@ class Tuner:
                     break
                 want = int(min(self.batch - len(running), left()))
                 if want > 0:
-                    asked = self.strategy.ask(want)
+                    asked = first[:want] if first else self.strategy.ask(want)
+                    del first[:want]
                     if asked is None:
                         if not running:
                             break
@@ -193,9 +199,13 @@ class Tuner:
                         for c in asked:
                             if c in done:  # answered from the record: costs no trial
                                 self.strategy.tell([done[c]])
+                                idle += 1
                             else:
                                 running[self.executor.submit(self.target, self.workload, c)] = c
                         if not running:
+                            if idle > 10 * max(self.batch, 100):
+                                stopped = "strategy repeats measured configs only"
+                                break
                             continue
                 elif not running:
                     stopped = "trial budget"
@@ -203,10 +213,9 @@ class Tuner:
                 timeout = None
                 if self.budget.seconds is not None:
                     timeout = max(0.0, self.budget.seconds - (time.monotonic() - start))
-                finished, _ = cf.wait(running, timeout=timeout,
-                                      return_when=cf.FIRST_COMPLETED)
-                for fut in finished:
+                for fut in self.executor.wait(list(running), timeout):
                     running.pop(fut)
+                    idle = 0
                     m = fut.result()
                     number = self.db.record(self.workload, m, strategy=self.strategy.name)
                     count += 1
@@ -247,7 +256,10 @@ class Tuner:
             close = top[:2]
         for i in range(n):
             config = close[i % len(close)].config
-            again = self.executor.submit(self.target, self.workload, config).result()
+            fut = self.executor.submit(self.target, self.workload, config)
+            while not fut.done():
+                self.executor.wait([fut])
+            again = fut.result()
             self.db.record(self.workload, again, strategy="remeasure")
             count += 1
             new += 1

@@ -2,10 +2,18 @@
 
 from tunex.cluster._base import Executor, run_trial
 from tunex.cluster._devices import Device, load_devices, simulator_devices
-from tunex.cluster._local import InlineExecutor, LocalExecutor, LocalOptions
+from tunex.cluster._local import (
+    BuildPool,
+    CallerExecutor,
+    InlineExecutor,
+    LocalExecutor,
+    LocalOptions,
+    shared_build_pool,
+)
 
-__all__ = ["Device", "Executor", "InlineExecutor", "LocalExecutor", "LocalOptions",
-           "RayExecutor", "RayOptions", "load_devices", "run_trial", "simulator_devices"]
+__all__ = ["BuildPool", "CallerExecutor", "Device", "Executor", "InlineExecutor", "LocalExecutor",
+           "LocalOptions", "RayExecutor", "RayOptions", "load_devices", "run_trial",
+           "shared_build_pool", "simulator_devices"]
 
 
 def __getattr__(name: str):  # Ray is optional and heavy: import it only when asked for

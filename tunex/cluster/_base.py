@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import abc
+import concurrent.futures as cf
 import time
 import traceback
+from collections.abc import Collection
 from concurrent.futures import Future
 
 from tunex.errors import TargetError
@@ -41,6 +43,14 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def submit(self, target: Target, workload: Workload, config: Config) -> Future[Measurement]:
         """Start one trial."""
+
+    def wait(self, futures: Collection[Future[Measurement]], timeout: float | None = None
+             ) -> set[Future[Measurement]]:
+        """Block until at least one of ``futures`` is done or ``timeout`` seconds pass; return
+        the done ones. The tuner waits only through this, so an executor that measures in the
+        waiting thread (:class:`~tunex.cluster.CallerExecutor`) does its measuring here."""
+        done, _ = cf.wait(futures, timeout=timeout, return_when=cf.FIRST_COMPLETED)
+        return set(done)
 
     def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Stop workers."""

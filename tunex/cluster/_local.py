@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
+import concurrent.futures as cf
+import itertools
 import multiprocessing as mp
 import os
 import queue
 import threading
 import time
+from collections.abc import Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -17,7 +21,8 @@ from tunex.errors import TargetError
 from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
-__all__ = ["InlineExecutor", "LocalExecutor", "LocalOptions"]
+__all__ = ["BuildPool", "CallerExecutor", "InlineExecutor", "LocalExecutor", "LocalOptions",
+           "shared_build_pool"]
 
 
 class InlineExecutor(Executor):
@@ -55,8 +60,14 @@ class LocalOptions:
     start_method: str = "spawn"
 
 
-def _serve(conn: Connection, target: Target) -> None:
-    """Worker process loop: receive (kind, payload), send back the result."""
+def _serve(conn: Connection, target: Target | None) -> None:
+    """Worker process loop: receive (kind, payload), send back the result.
+
+    A measuring worker serves the target it was started with. A build worker serves whatever
+    builder each job names: ``("build", (key, builder_or_None, workload, config))``, the builder
+    sent once per worker and kept under its key.
+    """
+    builders: dict[str, Target] = {}
     while True:
         try:
             kind, payload = conn.recv()
@@ -64,14 +75,19 @@ def _serve(conn: Connection, target: Target) -> None:
             return
         try:
             if kind == "build":
-                workload, config = payload
+                key, builder, workload, config = payload
+                if builder is not None:
+                    if len(builders) >= 8:
+                        builders.pop(next(iter(builders)))
+                    builders[key] = builder
                 t0 = time.perf_counter()
-                art = target.build(workload, config)
+                art = builders[key].build(workload, config)
                 if art.compile_ms is None:
                     art = Artifact(art.workload, art.config, art.status, art.payload, art.facts,
                                    (time.perf_counter() - t0) * 1e3, art.error)
                 conn.send(("ok", art))
             else:
+                assert target is not None
                 conn.send(("ok", target.measure(payload)))
         except TargetError as e:
             conn.send(("fatal", e))
@@ -82,8 +98,9 @@ def _serve(conn: Connection, target: Target) -> None:
 class _Worker:
     """One worker process that can be killed and replaced when it hangs or dies."""
 
-    def __init__(self, ctx: Any, target: Target, name: str) -> None:
+    def __init__(self, ctx: Any, target: Target | None, name: str) -> None:
         self.ctx, self.target, self.name = ctx, target, name
+        self.builders: set[str] = set()  # builder keys this process holds
         self._start()
 
     def _start(self) -> None:
@@ -108,6 +125,7 @@ class _Worker:
 
     def restart(self) -> None:
         self.kill()
+        self.builders = set()
         self._start()
 
     def kill(self) -> None:
@@ -115,6 +133,83 @@ class _Worker:
             self.proc.kill()
         self.proc.join(5)
         self.conn.close()
+
+
+class BuildPool:
+    """Build worker processes that any target's builds can use, one job per process at a time.
+
+    A job names its builder (a target, or any object with ``build(workload, config) ->
+    Artifact``), which is pickled to a process once and kept there, so one warm pool serves
+    many targets and workloads: a :class:`LocalExecutor` owns one, and the decorator's tuning
+    on a miss shares :func:`shared_build_pool` across calls. A build that outlives its timeout
+    is killed (its process replaced) and comes back as a ``timeout`` artifact; a crashed
+    process as ``worker_lost``; a builder that cannot work at all (:class:`TargetError`) fails
+    the job's future.
+    """
+
+    def __init__(self, workers: int, *, timeout: float = 300.0, start_method: str = "spawn",
+                 name: str = "build") -> None:
+        if workers < 1:
+            raise ValueError("a build pool needs at least one worker")
+        ctx = mp.get_context(start_method)
+        self.timeout = timeout
+        self.workers = [_Worker(ctx, None, f"{name}{i}") for i in range(workers)]
+        self._jobs: queue.Queue[Any] = queue.Queue()
+        self._threads = [threading.Thread(target=self._loop, args=(w,), daemon=True)
+                         for w in self.workers]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, key: str, builder: Any, workload: Workload, config: Config
+               ) -> Future[Artifact]:
+        """Build ``config`` with ``builder`` (kept by worker processes under ``key``)."""
+        fut: Future[Artifact] = Future()
+        self._jobs.put((key, builder, workload, config, fut))
+        return fut
+
+    def _loop(self, worker: _Worker) -> None:
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                return
+            key, builder, workload, config, fut = item
+            if not fut.set_running_or_notify_cancel():  # cancelled while queued
+                continue
+            payload = (key, None if key in worker.builders else builder, workload, config)
+            worker.builders.add(key)
+            kind, value = worker.call("build", payload, self.timeout)
+            if kind == "ok":
+                fut.set_result(value)
+            elif kind == "fatal":
+                fut.set_exception(value)
+            else:
+                status = failure_status(kind, Status.COMPILE_ERROR)
+                error = value or f"build exceeded {self.timeout:g} s"
+                fut.set_result(Artifact(workload, config, status, error=error))
+
+    def close(self) -> None:
+        for _ in self.workers:
+            self._jobs.put(None)
+        for w in self.workers:
+            w.kill()
+
+
+_SHARED: BuildPool | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_build_pool() -> BuildPool:
+    """The process's build pool for the decorator's tuning on a miss: started on first use,
+    kept warm for later misses, stopped at exit. ``TUNEX_BUILD_WORKERS`` sets its size
+    (default: CPU count - 1, at most 16)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            env = os.environ.get("TUNEX_BUILD_WORKERS")
+            n = int(env) if env else max(1, min(16, (os.cpu_count() or 2) - 1))
+            _SHARED = BuildPool(n, name="autotune-build")
+            atexit.register(_SHARED.close)
+        return _SHARED
 
 
 class LocalExecutor(Executor):
@@ -135,16 +230,14 @@ class LocalExecutor(Executor):
         if self.options.build_workers < 1 or n_measure < 1:
             raise ValueError("LocalExecutor needs at least one build and one measure worker")
         self.slots = self.options.build_workers + n_measure
-        self._builders = [_Worker(ctx, target, f"build{i}")
-                          for i in range(self.options.build_workers)]
+        self._key = f"local-{id(self)}"
+        self._pool = BuildPool(self.options.build_workers, timeout=self.options.build_timeout,
+                               start_method=self.options.start_method)
         self._devices = [_Worker(ctx, target, "device" if n_measure == 1 else f"device{i}")
                          for i in range(n_measure)]
-        self._builds: queue.Queue[Any] = queue.Queue()
         self._measures: queue.Queue[Any] = queue.Queue()
-        self._threads = [threading.Thread(target=self._build_loop, args=(w,), daemon=True)
-                         for w in self._builders]
-        self._threads += [threading.Thread(target=self._measure_loop, args=(w,), daemon=True)
-                          for w in self._devices]
+        self._threads = [threading.Thread(target=self._measure_loop, args=(w,), daemon=True)
+                         for w in self._devices]
         for t in self._threads:
             t.start()
 
@@ -152,29 +245,24 @@ class LocalExecutor(Executor):
         if target is not self.target:
             raise ValueError("a LocalExecutor runs the target it was created with")
         fut: Future[Measurement] = Future()
-        self._builds.put((workload, config, fut, time.time()))
+        start = time.time()
+        build = self._pool.submit(self._key, target, workload, config)
+        fut.add_done_callback(lambda f: build.cancel() if f.cancelled() else None)
+        build.add_done_callback(lambda b: self._built(b, fut, start))
         return fut
 
-    def _build_loop(self, worker: _Worker) -> None:
-        while True:
-            item = self._builds.get()
-            if item is None:
-                return
-            workload, config, fut, start = item
-            if not fut.set_running_or_notify_cancel():  # cancelled while queued
-                continue
-            kind, value = worker.call("build", (workload, config), self.options.build_timeout)
-            if kind == "ok" and not value.ok:
-                fut.set_result(failed_build(value, worker.name).replace(started_at=start))
-            elif kind == "ok":
-                self._measures.put((value, fut, start))
-            elif kind == "fatal":
-                fut.set_exception(value)
-            else:
-                status = failure_status(kind, Status.COMPILE_ERROR)
-                error = value or f"build exceeded {self.options.build_timeout:g} s"
-                fut.set_result(Measurement.failed(config, status, error, worker=worker.name,
-                                                  started_at=start))
+    def _built(self, build: Future[Artifact], fut: Future[Measurement], start: float) -> None:
+        if build.cancelled() or fut.done():
+            return
+        exc = build.exception()
+        if exc is not None:
+            fut.set_exception(exc)
+            return
+        art = build.result()
+        if not art.ok:
+            fut.set_result(failed_build(art, "build").replace(started_at=start))
+        else:
+            self._measures.put((art, fut, start))
 
     def _measure_loop(self, device: _Worker) -> None:
         while True:
@@ -182,6 +270,8 @@ class LocalExecutor(Executor):
             if item is None:
                 return
             art, fut, start = item
+            if not fut.set_running_or_notify_cancel():
+                continue
             kind, value = device.call("measure", art, self.options.measure_timeout)
             if kind == "ok":
                 m = value.replace(worker=value.worker or device.name, started_at=start,
@@ -197,9 +287,96 @@ class LocalExecutor(Executor):
                                                   compile_ms=art.compile_ms, started_at=start))
 
     def close(self) -> None:
-        for _ in self._builders:
-            self._builds.put(None)
+        self._pool.close()
         for _ in self._devices:
             self._measures.put(None)
-        for w in [*self._builders, *self._devices]:
+        for w in self._devices:
             w.kill()
+
+
+_KEYS = itertools.count()
+
+
+class CallerExecutor(Executor):
+    """Builds in a :class:`BuildPool` (or inline), measures in the thread that waits.
+
+    For a target whose measurement needs what only the calling thread has (the decorator's
+    tuning on a miss measures on the call's own tensors, with its hooks and its CUDA device):
+    :meth:`wait` measures the first artifact built while the pool builds the next ones, so
+    measuring overlaps building. ``builder`` is what the pool's processes build with (picklable;
+    default: the target); without a pool, builds run inline at submission.
+    """
+
+    def __init__(self, target: Target, pool: BuildPool | None = None, builder: Any = None) -> None:
+        self.target = target
+        self.pool = pool
+        self.builder = builder if builder is not None else target
+        self.slots = len(pool.workers) + 1 if pool is not None else 1
+        self._key = f"caller-{os.getpid()}-{next(_KEYS)}"
+        self._builds: dict[Future[Measurement], tuple[Future[Artifact], float]] = {}
+
+    def submit(self, target: Target, workload: Workload, config: Config) -> Future[Measurement]:
+        if target is not self.target:
+            raise ValueError("a CallerExecutor runs the target it was created with")
+        fut: Future[Measurement] = Future()
+        start = time.time()
+        if self.pool is not None:
+            build = self.pool.submit(self._key, self.builder, workload, config)
+            fut.add_done_callback(lambda f: build.cancel() if f.cancelled() else None)
+        else:
+            build = Future()
+            try:
+                build.set_result(self.target.build(workload, config))
+            except TargetError as e:
+                build.set_exception(e)
+        self._builds[fut] = (build, start)
+        return fut
+
+    def wait(self, futures: Collection[Future[Measurement]], timeout: float | None = None
+             ) -> set[Future[Measurement]]:
+        done = {f for f in futures if f.done()}
+        if done:
+            return done
+        builds = {self._builds[f][0]: f for f in futures if f in self._builds}
+        finished, _ = cf.wait(builds, timeout=timeout, return_when=cf.FIRST_COMPLETED)
+        # failed builds cost nothing to report; of the built ones, measure the oldest
+        ready = sorted((builds[b] for b in finished), key=lambda f: self._builds[f][1])
+        measured = False
+        for fut in ready:
+            build = self._builds[fut][0]
+            if build.exception() is None and build.result().ok:
+                if measured:
+                    continue
+                measured = True
+            self._finish(fut)
+        return {f for f in futures if f.done()}
+
+    def _finish(self, fut: Future[Measurement]) -> None:
+        build, start = self._builds.pop(fut)
+        if not fut.set_running_or_notify_cancel():
+            return
+        exc = build.exception()
+        if exc is not None:
+            fut.set_exception(exc)
+            return
+        art = build.result()
+        if not art.ok:
+            fut.set_result(failed_build(art, "build").replace(started_at=start))
+            return
+        try:
+            m = self.target.measure(art)
+        except TargetError as e:
+            fut.set_exception(e)
+            return
+        except Exception as e:  # a target that raises on a bad config: still a failed trial
+            m = Measurement.failed(art.config, Status.RUNTIME_ERROR, f"{type(e).__name__}: {e}",
+                                   compile_ms=art.compile_ms)
+        if m.compile_ms is None and art.compile_ms is not None:
+            m = m.replace(compile_ms=art.compile_ms)
+        fut.set_result(m.replace(started_at=start))
+
+    def close(self) -> None:
+        for fut, (build, _) in list(self._builds.items()):
+            build.cancel()
+            fut.cancel()
+        self._builds.clear()

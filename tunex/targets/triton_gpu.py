@@ -38,12 +38,10 @@ import multiprocessing
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from tunex.errors import TargetError
@@ -56,6 +54,16 @@ from tunex.identity import (
 )
 from tunex.space import Space
 from tunex.targets._base import Target
+from tunex.targets.gpu import (
+    GpuTimer,
+    MeasureOptions,
+    TritonBinary,
+    compile_binary,
+    failure_status,
+    load_binary,
+    prune_reason,
+    specialize,
+)
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 __all__ = ["ARCH_FACTS", "MeasureOptions", "TritonBinary", "TritonGPUTarget", "parse_arch"]
@@ -83,139 +91,6 @@ def parse_arch(arch: str | int) -> int:
         raise TargetError(f"cannot read GPU architecture {arch!r}; write it like sm_90 or 90")
     major, minor = m.groups()
     return int(major) * 10 + int(minor) if minor is not None else int(major)
-
-
-@dataclass(frozen=True)
-class MeasureOptions:
-    """How :meth:`TritonGPUTarget.measure` times a kernel.
-
-    Attributes:
-        repeats: timed runs (each one preceded by an L2 flush); all of them are returned.
-        min_repeats: fewer are never taken, even for slow kernels.
-        max_time_ms: cap on the total timed kernel time; slow kernels get fewer repeats.
-        warmup_ms: untimed runs for at least this long first (clocks up, caches of the driver).
-        flush_mb: size of the buffer written before each repeat to evict L2 (0: no flush).
-        graphs: launch from a captured CUDA graph (removes launch overhead from the timing).
-        check: compare with the kernel's reference on the first run of each config.
-        load: ``"binary"`` runs the cubin the build made; ``"jit"`` recompiles the same config
-            with Triton's JIT in the measuring process (slower: a fallback for Triton versions
-            whose CompiledKernel cannot be rebuilt from files).
-    """
-
-    repeats: int = 20
-    min_repeats: int = 5
-    max_time_ms: float = 200.0
-    warmup_ms: float = 10.0
-    flush_mb: int = 256
-    graphs: bool = False
-    check: bool = True
-    load: str = "binary"
-
-
-@dataclass(frozen=True)
-class TritonBinary:
-    """A compiled kernel that crosses process boundaries: cubin, Triton metadata, launch spec.
-
-    ``signature``/``constexprs``/``attrs`` are what ``triton.compiler.ASTSource`` was given;
-    the measuring process rebuilds the same source object (no compilation) so Triton's
-    launcher matches the binary.
-    """
-
-    name: str
-    cubin: bytes
-    metadata_json: str
-    hash: str
-    signature: dict[str, str]
-    constexprs: dict[tuple[int, ...], Any]
-    attrs: dict[tuple[int, ...], list[list[Any]]]
-    arch: int
-    extra: dict[str, str] = field(default_factory=dict)
-
-
-_TORCH_TO_TRITON = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32",
-                    "float64": "fp64", "int8": "i8", "int16": "i16", "int32": "i32",
-                    "int64": "i64", "uint8": "u8", "bool": "u1",
-                    "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5"}
-
-
-def specialize(fn: Any, args: list[Any]) -> tuple[dict[str, str], dict[Any, Any],
-                                                 dict[Any, Any]]:
-    """Signature, constexprs and attributes of a call (``args`` in the function's parameter
-    order), the way Triton's JIT derives them.
-
-    Tensors become ``*dtype`` pointers, assumed 16-byte aligned (torch allocations are 256);
-    ints equal to 1 become constants, ints divisible by 16 get the divisibility attribute,
-    floats are ``fp32`` and bools ``u1``; constexpr parameters keep their value.
-    """
-    names = list(fn.arg_names)
-    if len(args) != len(names):
-        raise TypeError(f"{len(args)} arguments for {fn.__name__}{tuple(names)}")
-    constexpr_idx = set(fn.constexprs)
-    signature: dict[str, str] = {}
-    constexprs: dict[tuple[int, ...], Any] = {}
-    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
-    div16 = [["tt.divisibility", 16]]
-    for i, (name, value) in enumerate(zip(names, args)):
-        if i in constexpr_idx:
-            signature[name] = "constexpr"
-            constexprs[(i,)] = value
-        elif hasattr(value, "data_ptr") and hasattr(value, "dtype"):
-            dtype = str(value.dtype).replace("torch.", "")
-            signature[name] = "*" + _TORCH_TO_TRITON[dtype]
-            attrs[(i,)] = div16
-        elif isinstance(value, bool):
-            signature[name] = "u1"
-        elif isinstance(value, int):
-            if value == 1:
-                signature[name] = "constexpr"
-                constexprs[(i,)] = 1
-                continue
-            signature[name] = "i32" if -2**31 <= value < 2**31 else "i64"
-            if value % 16 == 0:
-                attrs[(i,)] = div16
-        elif isinstance(value, float):
-            signature[name] = "fp32"
-        elif value is None:
-            signature[name] = "constexpr"
-            constexprs[(i,)] = None
-        else:
-            raise TypeError(f"cannot pass {name}={value!r} to a Triton kernel")
-    return signature, constexprs, attrs
-
-
-_RES_USAGE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
-
-
-def _resource_usage(cubin: bytes) -> dict[str, int]:
-    """Registers, stack and local memory of a cubin, read with the cuobjdump Triton ships."""
-    try:
-        from triton import knobs
-
-        tool = knobs.nvidia.cuobjdump.path
-    except Exception:  # older Triton layout
-        tool = shutil.which("cuobjdump") or ""
-    if not tool or not os.path.exists(tool):
-        return {}
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        try:
-            out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True,
-                                 timeout=60).stdout
-        except (OSError, subprocess.SubprocessError):
-            return {}
-    m = _RES_USAGE.search(out)
-    if not m:
-        return {}
-    regs, stack, _shared_static, local = map(int, m.groups())
-    # Triton reports spills as the function's local memory (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
-    return {"n_regs": regs, "stack_bytes": stack, "n_spills": local}
-
-
-def _device_target(arch: int) -> Any:
-    from triton.backends.compiler import GPUTarget
-
-    return GPUTarget("cuda", arch, 32)
 
 
 class TritonGPUTarget(Target):
@@ -351,45 +226,17 @@ class TritonGPUTarget(Target):
     # -- building -------------------------------------------------------------------------------
 
     def _compile(self, workload: Workload, config: Config) -> tuple[TritonBinary, dict[str, Any]]:
-        import triton
-        from triton.compiler import ASTSource
-
         from tunex.kernel import get_kernel
 
         k = _triton_kernel(get_kernel(workload.kernel))
         problem = k.representative(workload.problem)
         inputs = k.make_inputs(problem, device="meta")
         signature, constexprs, attrs = specialize(k.fn, k.ordered_args(inputs, problem, config))
-        src = ASTSource(k.fn, signature, constexprs=constexprs, attrs=attrs)
-        ck = triton.compile(src, target=_device_target(self.arch),
-                            options=k.launch_options(config))
-        md = ck.metadata
-        metadata_json = _read_metadata(ck)
-        binary = TritonBinary(name=ck.name, cubin=bytes(ck.kernel), metadata_json=metadata_json,
-                              hash=ck.hash, signature=signature, constexprs=constexprs,
-                              attrs=attrs, arch=self.arch)
-        facts: dict[str, Any] = {"shared_bytes": int(md.shared), "num_warps": int(md.num_warps),
-                                 "num_stages": int(md.num_stages),
-                                 "code_bytes": len(binary.cubin)}
-        facts.update(_resource_usage(binary.cubin))
-        return binary, facts
+        return compile_binary(k.fn, signature, constexprs, attrs, self.arch,
+                              k.launch_options(config))
 
     def _prune_reason(self, facts: Mapping[str, Any]) -> str | None:
-        smem = int(self._facts["smem"])
-        if facts["shared_bytes"] > smem:
-            return (f"needs {facts['shared_bytes']} bytes of shared memory, sm_{self.arch} "
-                    f"allows {smem} per block; smaller blocks or fewer num_stages fit")
-        regs = facts.get("n_regs")
-        threads = facts["num_warps"] * 32
-        if regs is not None and regs * threads > self._facts["regs_per_sm"]:
-            return (f"{regs} registers x {threads} threads exceed the "
-                    f"{int(self._facts['regs_per_sm'])} registers of a multiprocessor; "
-                    "use fewer warps or smaller blocks")
-        spills = facts.get("n_spills")
-        if spills is not None and spills > self.max_spill_bytes:
-            return (f"spills {spills} bytes per thread to local memory (limit "
-                    f"{self.max_spill_bytes}); smaller blocks or more warps avoid it")
-        return None
+        return prune_reason(facts, self._facts, self.arch, self.max_spill_bytes)
 
     # -- measuring ------------------------------------------------------------------------------
 
@@ -408,11 +255,6 @@ def _error(e: BaseException) -> str:
     where = "".join(traceback.format_tb(e.__traceback__, limit=-2)).strip()
     return f"{type(e).__name__}: {e}" + (f"\n{where}" if where else "")
 
-
-def _read_metadata(ck: Any) -> str:
-    path = next(p for name, p in ck.metadata_group.items() if name.endswith(".json"))
-    with open(path) as f:
-        return f.read()
 
 
 class _DeviceState:
@@ -435,8 +277,7 @@ class _DeviceState:
         self.opts = target.options
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.name = f"{p.name}#{self.device.index}"
-        self.flush = (torch.empty(self.opts.flush_mb << 18, dtype=torch.int32, device=self.device)
-                      if self.opts.flush_mb else None)
+        self.timer = GpuTimer(self.opts, self.device)
         self.workload_key: str | None = None
         self.inputs: dict[str, Any] = {}
         self.expected: tuple[Any, ...] = ()
@@ -463,18 +304,7 @@ class _DeviceState:
 
     def _load(self, binary: TritonBinary, fn: Any) -> Any:
         """Triton's CompiledKernel for ``binary``, rebuilt from its files (no compilation)."""
-        from triton.compiler import ASTSource, CompiledKernel
-
-        folder = os.path.join(self.tmp, binary.hash)
-        os.makedirs(folder, exist_ok=True)
-        paths = {f"{binary.name}.cubin": os.path.join(folder, f"{binary.name}.cubin"),
-                 f"{binary.name}.json": os.path.join(folder, f"{binary.name}.json")}
-        with open(paths[f"{binary.name}.cubin"], "wb") as f:
-            f.write(binary.cubin)
-        with open(paths[f"{binary.name}.json"], "w") as f:
-            f.write(binary.metadata_json)
-        src = ASTSource(fn, binary.signature, constexprs=binary.constexprs, attrs=binary.attrs)
-        return CompiledKernel(src, paths, binary.hash)
+        return load_binary(binary, fn, self.tmp)
 
     def measure(self, artifact: Artifact) -> Measurement:
         torch = self.torch
@@ -499,8 +329,7 @@ class _DeviceState:
                 # loads the module; refuses a block that needs too much shared memory
                 runner = self._load(artifact.payload, k.fn)[grid]
         except Exception as e:
-            status = Status.PRUNED if "OutOfResources" in type(e).__name__ else Status.RUNTIME_ERROR
-            return failed(status, _error(e))
+            return failed(failure_status(e), _error(e))
 
         def launch() -> None:
             runner(*args)
@@ -517,7 +346,7 @@ class _DeviceState:
                 if wrong:
                     return failed(Status.WRONG_RESULT, wrong)
                 self.checked.add(key)
-            times = self._time(launch)
+            times = self.timer.time(launch)
         except Exception as e:
             self._poisoned(e)
             return failed(Status.RUNTIME_ERROR, _error(e))
@@ -526,37 +355,6 @@ class _DeviceState:
         facts.update(tflops=flops / (med * 1e9), gbps=nbytes / (med * 1e6))
         return Measurement(config, Status.OK, tuple(times), compile_ms=artifact.compile_ms,
                            facts=facts, worker=self.name, started_at=start)
-
-    def _time(self, launch: Callable[[], None]) -> list[float]:
-        torch, opts = self.torch, self.opts
-        fn = launch
-        if opts.graphs:
-            launch()  # the launcher and module must exist before capture
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                launch()
-            fn = graph.replay
-        # warm-up: at least once, then for warmup_ms; its timing sizes the repeats
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        torch.cuda.synchronize()
-        one = max(e0.elapsed_time(e1), 1e-3)
-        for _ in range(min(1000, int(opts.warmup_ms / one))):
-            fn()
-        n = max(opts.min_repeats, min(opts.repeats, int(opts.max_time_ms / one)))
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        for s, e in zip(starts, ends):
-            if self.flush is not None:
-                self.flush.zero_()  # evict L2: every repeat starts from memory
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize()
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
     def _poisoned(self, error: Exception) -> None:
         """After an illegal memory access the CUDA context is dead for good: leave the process.
