@@ -162,3 +162,31 @@ def test_tiny_budget_on_a_noisy_target_still_searches():
     t = ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz"), noisy=True, seed=0)
     res = Tuner(t, t.space, budget="3trials", strategy="random", seed=0, remeasure=4).run()
     assert res.trials == 3 and res.proposals == 3  # no trials lost to re-measuring
+
+
+def test_first_configs_are_measured_before_the_strategy_proposes(tmp_path):
+    t = ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz"))
+    first = [t.space.at(5), t.space.at(0)]
+    with Database(tmp_path / "f.db") as db:
+        res = Tuner(t, t.space, budget="4trials", strategy="random", seed=0, remeasure=0,
+                    first=[*first, first[0]], db=db).run()
+        assert [m.config for m in db.measurements(res.workload)][:2] == first
+        assert res.new_trials == 4
+
+
+def test_a_strategy_that_only_repeats_measured_configs_stops(tmp_path):
+    from tunex.search import SearchStrategy
+
+    t = ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz"))
+
+    class Stuck(SearchStrategy):
+        name = "stuck"
+
+        def _ask(self, n):
+            return [self.space.at(0)]
+
+        def _fresh(self, config):
+            return True
+
+    res = Tuner(t, t.space, budget="50trials", strategy=Stuck(t.space), remeasure=0).run()
+    assert res.new_trials == 1 and res.stopped == "strategy repeats measured configs only"

@@ -248,8 +248,8 @@ class Tuner:
 
     def _remeasure(self, count: int, new: int, n: int) -> tuple[int, int]:
         """Measure the close leaders again so noise does not pick the winner."""
-        top = self.db.top_k(self.workload, 4)
-        if not top:
+        top = [m for m in self.db.top_k(self.workload, 16) if m.config in self.space][:4]
+        if len(top) < 2:  # nothing to tell apart
             return count, new
         close = [m for m in top if m.value <= top[0].value * 1.03] or top[:1]
         if len(close) < 2:  # a lone leader may owe its lead to noise: check the runner-up too

@@ -96,3 +96,59 @@ def test_cancelled_trials_do_not_break_the_executor(executor):
     assert cancelled  # queued behind the two builders: cancellable
     later = [ex.submit(t, W, Config(a=30 + i, b=0)) for i in range(3)]
     assert all(f.result(timeout=60).ok for f in later + futs[:2])
+
+
+class CallerTarget(Target):
+    """Builds anywhere (reports the process); measures, reporting the measuring thread."""
+
+    name = "caller"
+
+    def fingerprint(self):
+        return {"device": "cpu"}
+
+    def build(self, workload, config):
+        if config["a"] == 3:
+            return Artifact(workload, config, Status.COMPILE_ERROR, error="nope")
+        return Artifact(workload, config, payload=os.getpid())
+
+    def measure(self, artifact):
+        import threading
+
+        return Measurement(artifact.config, Status.OK, (1.0,),
+                           facts={"built_by": artifact.payload,
+                                  "thread": threading.get_ident()})
+
+
+def test_caller_executor_builds_in_the_pool_and_measures_in_the_waiting_thread():
+    import threading
+
+    from tunex.cluster import BuildPool, CallerExecutor
+
+    t = CallerTarget()
+    pool = BuildPool(2, timeout=30)
+    try:
+        for _ in range(2):  # the pool outlives an executor: a second one reuses its processes
+            ex = CallerExecutor(t, pool)
+            assert ex.slots == 3
+            futs = [ex.submit(t, W, Config(a=a, b=0)) for a in range(5)]
+            pending = set(futs)
+            while pending:
+                pending -= ex.wait(pending, 30)
+            ms = [f.result() for f in futs]
+            assert ms[3].status is Status.COMPILE_ERROR and ms[3].error == "nope"
+            ok = [m for i, m in enumerate(ms) if i != 3]
+            assert {m.facts["thread"] for m in ok} == {threading.get_ident()}
+            assert {m.facts["built_by"] for m in ok} <= {w.proc.pid for w in pool.workers}
+            assert os.getpid() not in {m.facts["built_by"] for m in ok}
+    finally:
+        pool.close()
+
+
+def test_caller_executor_builds_inline_without_a_pool():
+    from tunex.cluster import CallerExecutor
+
+    t = CallerTarget()
+    ex = CallerExecutor(t)
+    fut = ex.submit(t, W, Config(a=0, b=0))
+    assert not fut.done()  # measured only when waited for, in the waiting thread
+    assert ex.wait([fut]) == {fut} and fut.result().facts["built_by"] == os.getpid()

@@ -40,13 +40,18 @@ find what ``tunex search KERNEL --target triton_gpu`` recorded on the same devic
   last the kernel's default config (``default=``, else the space's default, else the first
   ``triton.Config``).
 - ``"on_miss"``: as above for the database and for packs of the exact device and bucket;
-  otherwise tune now, within ``budget``, on the call's own arguments: the default config, the
-  nearest pack config and the model's pick are measured first, then the search strategy
-  (``"model"`` by default; ``exhaustive`` when the budget covers the whole space) proposes the
-  rest; the leaders within 3% of the best are measured again before one wins. Every trial is
-  recorded in the database the moment it ends, failures included (a config that does not
-  compile or runs out of resources is a failed trial; the search goes on). A config that
-  corrupts the CUDA context (an illegal memory access) cannot be recovered from in-process.
+  otherwise tune now, within ``budget``, on the call's own arguments, with the loop of
+  ``tunex search`` (:class:`tunex.tuner.Tuner`): the default config, the nearest pack config,
+  the model's pick and the best configs of the kernel's other shapes in the database are
+  measured first, then the search strategy (``"model"`` by default, whatever form the budget
+  takes; warm-started from the other shapes' trials) proposes the rest; the leaders within 3%
+  of the best are measured again before one wins. On a GPU, configs are compiled ahead of
+  time in a pool of build processes that starts on the first miss and stays up for later ones
+  (``TUNEX_BUILD_WORKERS`` sets its size), and measured in the calling thread while the pool
+  compiles the next ones. Every trial is recorded in the database the moment it ends,
+  failures included (a config that does not compile or runs out of resources is a failed
+  trial; the search goes on). A config that corrupts the CUDA context (an illegal memory
+  access) cannot be recovered from in-process.
 - ``"pinned"``: for multi-process jobs. Resolution uses only the database and the packs (then
   the default, with a warning), never timing and never the cost model, so every process that
   sees the same database and packs picks the same config whatever the load of its GPU. Tune
@@ -67,7 +72,6 @@ not created.
 
 from __future__ import annotations
 
-import os
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -75,6 +79,7 @@ from typing import Any
 
 from tunex.autotune import bucket
 from tunex.autotune._kernel import Autotuned
+from tunex.autotune._options import AutotuneOptions
 from tunex.autotune._runtime import (
     MODES,
     Selection,
@@ -85,11 +90,10 @@ from tunex.autotune._runtime import (
     loaded_packs,
     remove_listener,
 )
-from tunex.space import Space
-from tunex.trial import Workload
 
 __all__ = [
     "MODES",
+    "AutotuneOptions",
     "Autotuned",
     "Selection",
     "add_listener",
@@ -103,86 +107,22 @@ __all__ = [
 ]
 
 
-def autotune(
-    configs: Sequence[Any] | None = None,
-    key: Sequence[str] | Mapping[str, Any] = (),
-    *,
-    space: Space | None = None,
-    bucket: Mapping[str, Any] | None = None,
-    mode: str = "never",
-    budget: Any = "50trials,60s",
-    strategy: str = "model",
-    db: Any = None,
-    name: str | None = None,
-    default: Any = None,
-    reset_to_zero: Sequence[str] | None = None,
-    restore_value: Sequence[str] | None = None,
-    pre_hook: Callable[..., Any] | None = None,
-    post_hook: Callable[..., Any] | None = None,
-    prune_configs_by: Mapping[str, Any] | None = None,
-    do_bench: Callable[..., Any] | None = None,
-    bench: Callable[[Callable[[], Any], Any], Sequence[float]] | None = None,
-    warmup: int = 25,
-    rep: int = 100,
-    listener: Callable[[Selection], None] | None = None,
-    dtypes: bool = True,
-    model: str | os.PathLike[str] | None = None,
-    seed: int | None = 0,
-    remeasure: int = 1,
-    problem: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-    bind: Callable[[Space, Workload], Space] | None = None,
-) -> Callable[[Any], Autotuned]:
+def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] | Mapping[str, Any] = (),
+             **options: Any) -> Callable[[Any], Autotuned]:
     """Decorate a ``@triton.jit`` kernel (put ``@tunex.autotune(...)`` above ``@triton.jit``).
 
-    Args:
-        configs: a list of ``triton.Config`` (drop-in for ``triton.autotune``).
-        key: argument names whose values select the config; a mapping gives each its bucket
-            (a callable or a name from :mod:`tunex.autotune.bucket`: ``"pow2"``...).
-        space: instead of ``configs``, a :class:`~tunex.space.Space` whose parameters are the
-            kernel's constexpr meta-parameters and optionally ``num_warps``/``num_stages``;
-            its problem names (for constraints) are read from the bucketed key.
-        bucket: buckets for a list ``key``: ``{"M": bucket.pow2}``.
-        mode: ``"never"``, ``"on_miss"`` or ``"pinned"`` (see the module docs); the
-            environment variable ``TUNEX_MODE`` overrides it.
-        budget: tuning budget per workload for ``on_miss``: ``"50trials,60s"``, a
-            :class:`~tunex.tuner.Budget`...
-        strategy: search strategy for ``on_miss`` (``"model"``, ``"random"``, ``"optuna:tpe"``).
-        db: the tuning database (path, URL or :class:`~tunex.db.Database`).
-        name: the kernel's name in workloads (default: the function's name).
-        default: the default config (``triton.Config`` or mapping).
-        reset_to_zero, restore_value, pre_hook, post_hook: as ``triton.autotune``'s, applied
-            around every benchmarked launch.
-        prune_configs_by: as ``triton.autotune``'s (``early_config_prune``, ``perf_model``,
-            ``top_k``); with it, tuning measures the pruned list in order.
-        do_bench: as ``triton.autotune``'s (``do_bench(kernel_call, quantiles)``).
-        bench: ``bench(kernel_call, config) -> runtimes in ms`` (takes precedence).
-        warmup, rep: milliseconds of warm-up and repetition for ``triton.testing.do_bench``.
-        listener: called with each :class:`Selection` of this kernel.
-        dtypes: key on the dtypes of the tensor arguments too (like ``triton.autotune``).
-        model: a cost-model file to use (default: ``tunex-models/<name>.json`` beside the db).
-        seed: seed of the search strategy and model sampling.
-        remeasure: after the search, measure the configs within 3% of the best this many times
-            more (their runs are pooled), so one noisy timing does not pick the winner.
-        problem: ``problem(named_args) -> dict``: the workload's problem key from the call's
-            arguments by name, instead of the bucketed key and dtypes (bucketing is then its
-            own). It must read only the ``key`` arguments and the dtypes of tensor arguments:
-            the dispatch cache is keyed on those. The library kernels use it so their key is
-            :meth:`kernels.Kernel.problem_key`, the key offline tuning records.
-        bind: ``bind(space, workload) -> Space``: the space bound to a workload's problem and
-            device, for spaces whose constraints read values other than the key's (device
-            limits, derived sizes); called once per problem and device.
+    ``configs`` and ``key`` are as ``triton.autotune``'s; every option, with its default, is
+    an attribute of :class:`AutotuneOptions` (``space=``, ``mode=``, ``budget=``, ``db=``,
+    ``reset_to_zero=``, ``use_cuda_graph=``, ``problem=``...).
 
     Raises:
-        ConfigError: a bad space, key, mode or hook name (at decoration time).
+        ConfigError: an unknown option, a bad space, key, mode or hook name (at decoration
+            time).
     """
+    opts = AutotuneOptions.make(configs=configs, key=key, **options)
+
     def decorate(fn: Any) -> Autotuned:
-        return Autotuned(
-            fn, configs=configs, space=space, key=key, bucket=bucket, mode=mode,
-            budget=budget, strategy=strategy, db=db, name=name, default=default,
-            reset_to_zero=reset_to_zero, restore_value=restore_value, pre_hook=pre_hook,
-            post_hook=post_hook, prune_configs_by=prune_configs_by, do_bench=do_bench,
-            bench=bench, warmup=warmup, rep=rep, listener=listener, dtypes=dtypes,
-            model=model, seed=seed, remeasure=remeasure, problem=problem, bind=bind)
+        return Autotuned(fn, opts)
 
     return decorate
 
@@ -197,7 +137,7 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 for _name in ("add_listener", "remove_listener", "load_packs", "clear_packs", "loaded_packs",
-              "bucket", "Selection", "Autotuned", "MODES", "fingerprint"):
+              "bucket", "Selection", "Autotuned", "AutotuneOptions", "MODES", "fingerprint"):
     setattr(autotune, _name, globals()[_name])
 del _name
 

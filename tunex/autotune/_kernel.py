@@ -15,6 +15,8 @@ from typing import Any
 
 from tunex.autotune import _runtime as R
 from tunex.autotune import bucket as B
+from tunex.autotune._options import AutotuneOptions
+from tunex.autotune._target import LAUNCH_OPTIONS
 from tunex.autotune._tune import TuningMixin, best_in
 from tunex.errors import ConfigError, DatabaseError, TunexError
 from tunex.identity import base_function as _base_function
@@ -26,8 +28,6 @@ __all__ = ["Autotuned"]
 
 log = R.log
 
-#: Launch options a config may set beside the kernel's constexpr meta-parameters.
-LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 _RAW_CACHE_LIMIT = 65_536
 _CONFIG_LIST_PRODUCT_LIMIT = 100_000
 
@@ -104,20 +104,12 @@ class Autotuned(TuningMixin):
         last: the last :class:`~tunex.autotune.Selection` made.
     """
 
-    def __init__(self, fn: Any, *, configs: Sequence[Any] | None, space: Space | None,
-                 key: Sequence[str] | Mapping[str, Any], bucket: Mapping[str, Any] | None,
-                 mode: str, budget: Any, strategy: str, db: Any, name: str | None,
-                 default: Any, reset_to_zero: Sequence[str] | None,
-                 restore_value: Sequence[str] | None, pre_hook: Callable[..., Any] | None,
-                 post_hook: Callable[..., Any] | None, prune_configs_by: Mapping[str, Any] | None,
-                 do_bench: Callable[..., Any] | None, bench: Bench | None, warmup: int,
-                 rep: int, listener: Callable[[R.Selection], None] | None, dtypes: bool,
-                 model: str | os.PathLike[str] | None, seed: int | None,
-                 remeasure: int = 1,
-                 problem: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-                 bind: Callable[[Space, Workload], Space] | None = None) -> None:
+    def __init__(self, fn: Any, options: AutotuneOptions | None = None) -> None:
         from tunex.tuner import Budget
 
+        self.options = o = options or AutotuneOptions()
+        configs, space, key, bucket, mode = o.configs, o.space, o.key, o.bucket, o.mode
+        budget, default = o.budget, o.default
         if (configs is None) == (space is None):
             raise ConfigError("@tunex.autotune takes either configs=[triton.Config(...)] or "
                               "space=Space(...), not both and not neither")
@@ -127,25 +119,25 @@ class Autotuned(TuningMixin):
         self.base_fn = _base_function(fn)
         self.arg_names: list[str] = list(getattr(fn, "arg_names", None)
                                          or inspect.signature(self.base_fn).parameters)
-        self.name = name or self.base_fn.__name__
+        self.name = o.name or self.base_fn.__name__
         self.__name__ = self.name
         self.__doc__ = self.base_fn.__doc__
         self.kernel_hash = source_hash(fn)
         self.interpreted = type(_innermost(fn)).__name__ == "InterpretedFunction"
         self.mode = mode
         self.budget = budget if isinstance(budget, Budget) else Budget.parse(budget)
-        self.strategy = strategy
-        self.db_spec = db
-        self.listener = listener
-        self.dtypes = dtypes
-        self.model_path = model
-        self.seed = seed
-        self.remeasure = remeasure
-        self.warmup_ms, self.rep_ms = warmup, rep
-        self._do_bench, self._bench = do_bench, bench
-        self.prune_configs_by = dict(prune_configs_by or {})
-        self._problem_fn = problem
-        self._bind_fn = bind
+        self.strategy = o.strategy
+        self.db_spec = o.db
+        self.listener = o.listener
+        self.dtypes = o.dtypes
+        self.model_path = o.model
+        self.seed = o.seed
+        self.remeasure = o.remeasure
+        self.measure_options = o.measure
+        self._do_bench, self._bench = o.do_bench, o.bench
+        self.prune_configs_by = dict(o.prune_configs_by or {})
+        self._problem_fn = o.problem
+        self._bind_fn = o.bind
 
         # configs and space
         self._tconfigs: dict[Config, Any] = {}
@@ -189,17 +181,16 @@ class Autotuned(TuningMixin):
         sig = inspect.signature(self.base_fn)
         self._defaults = {p.name: p.default for p in sig.parameters.values()
                           if p.default is not inspect.Parameter.empty}
-        self._dtype_names: list[str] | None = None if dtypes else []
+        self._dtype_names: list[str] | None = None if o.dtypes else []
 
         # benchmarking hooks, as triton.autotune has them
-        self.reset_to_zero = list(reset_to_zero or [])
-        self.restore_value = list(restore_value or [])
+        self.reset_to_zero = list(o.reset_to_zero or [])
+        self.restore_value = list(o.restore_value or [])
         for n in self.reset_to_zero + self.restore_value:
             if n not in self.arg_names:
                 raise ConfigError(f"{self.name}: {n!r} (reset_to_zero/restore_value) is not an "
                                   f"argument of the kernel {self.arg_names}")
-        self._user_pre_hook, self._user_post_hook = pre_hook, post_hook
-        self._restore_copies: dict[str, Any] = {}
+        self._user_pre_hook, self._user_post_hook = o.pre_hook, o.post_hook
 
         # dispatch state
         self._lock = threading.RLock()
@@ -324,7 +315,7 @@ class Autotuned(TuningMixin):
                     self._cache[key] = entry
         kw, hook = entry
         if tuned:
-            self._bench_pre({**self._bind(args, kwargs), **kw}, reset_only=True)
+            self._reset({**self._bind(args, kwargs), **kw})
         if hook is not None:
             hook(args, kwargs)
         self._check_conflicts(kwargs, kw)

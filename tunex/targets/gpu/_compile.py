@@ -129,6 +129,7 @@ class KernelSource:
     filename: str = ""
     lineno: int = 1
     scope: tuple[tuple[str, str, Any], ...] = ()
+    free: tuple[tuple[str, str, Any], ...] = ()
     options: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
@@ -150,24 +151,27 @@ class KernelSource:
             closure = inspect.getclosurevars(base)
         except (TypeError, ValueError):
             return None
-        names: dict[str, Any] = {**closure.globals, **closure.nonlocals}
-        scope = []
-        for name, value in sorted(names.items()):
-            if isinstance(value, types.ModuleType):
-                scope.append((name, "module", value.__name__))
-            elif hasattr(value, "arg_names") and hasattr(value, "src"):
-                inner = cls.of(value, _seen | {id(base)})
-                if inner is None:
-                    return None
-                scope.append((name, "kernel", inner))
-            else:
-                try:
-                    pickle.dumps(value)
-                except Exception:
-                    return None
-                scope.append((name, "value", value))
+        scope, free = [], []
+        for names, out in ((closure.globals, scope), (closure.nonlocals, free)):
+            for name, value in sorted(names.items()):
+                if isinstance(value, types.ModuleType):
+                    out.append((name, "module", value.__name__))
+                elif hasattr(value, "arg_names") and hasattr(value, "src"):
+                    inner = cls.of(value, _seen | {id(base)})
+                    if inner is None:
+                        return None
+                    out.append((name, "kernel", inner))
+                else:
+                    try:
+                        pickle.dumps(value)
+                    except Exception:
+                        return None
+                    out.append((name, "value", value))
+        if free and jit.starting_line_number < 2:
+            return None
         return cls(base.__name__, source=jit.src, filename=base.__code__.co_filename,
-                   lineno=int(jit.starting_line_number), scope=tuple(scope), options=options)
+                   lineno=int(jit.starting_line_number), scope=tuple(scope), free=tuple(free),
+                   options=options)
 
     def load(self) -> Any:
         """The ``JITFunction`` (imported, or rebuilt from the source)."""
@@ -178,20 +182,35 @@ class KernelSource:
         assert self.source is not None
         namespace: dict[str, Any] = {"__name__": f"tunex_kernel_{self.name}",
                                      "__builtins__": builtins}
-        for name, kind, value in self.scope:
-            if kind == "module":
-                namespace[name] = importlib.import_module(value)
-            elif kind == "kernel":
-                namespace[name] = value.load()
-            else:
-                namespace[name] = value
+        namespace.update(_resolve(self.scope))
+        free = _resolve(self.free)
         # Triton reads the source back through inspect: keep it in linecache under a name of its
-        # own, starting on the original line (line numbers are part of Triton's cache key)
+        # own, starting on the original line (line numbers are part of Triton's cache key); the
+        # closure's values are rebuilt as one (Triton lets a kernel read nonlocals, not globals)
         filename = f"<tunex:{self.filename}>"
-        text = "\n" * (self.lineno - 1) + textwrap.dedent(self.source)
+        body = textwrap.dedent(self.source)
+        if free:
+            head = f"def _tunex_closure({', '.join(free)}):\n"
+            body = textwrap.indent(body, "    ") + f"    return {self.name}\n"
+            text = "\n" * (self.lineno - 2) + head + body
+        else:
+            text = "\n" * (self.lineno - 1) + body
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
         exec(compile(text, filename, "exec"), namespace)
-        return triton.jit(namespace[self.name], **dict(self.options))
+        fn = namespace["_tunex_closure"](**free) if free else namespace[self.name]
+        return triton.jit(fn, **dict(self.options))
+
+
+def _resolve(entries: tuple[tuple[str, str, Any], ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, kind, value in entries:
+        if kind == "module":
+            out[name] = importlib.import_module(value)
+        elif kind == "kernel":
+            out[name] = value.load()
+        else:
+            out[name] = value
+    return out
 
 
 def _lookup(module: str, qualname: str) -> Any:

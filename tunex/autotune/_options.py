@@ -1,0 +1,131 @@
+"""The decorator's options, as one frozen value."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tunex.errors import ConfigError
+from tunex.space import Space
+from tunex.targets.gpu import MeasureOptions
+from tunex.trial import Workload
+
+__all__ = ["AutotuneOptions"]
+
+log = logging.getLogger("tunex.autotune")
+
+#: The default budget of tuning on a miss (per workload): trials and seconds, whichever ends first.
+DEFAULT_BUDGET = "50trials,60s"
+
+
+@dataclass(frozen=True)
+class AutotuneOptions:
+    """Everything ``@tunex.autotune(...)`` takes, checked once (see :func:`tunex.autotune`).
+
+    Attributes:
+        configs: a list of ``triton.Config`` (drop-in for ``triton.autotune``).
+        key: argument names whose values select the config; a mapping gives each its bucket
+            (a callable or a name from :mod:`tunex.autotune.bucket`: ``"pow2"``...).
+        space: instead of ``configs``, a :class:`~tunex.space.Space` whose parameters are the
+            kernel's constexpr meta-parameters and optionally ``num_warps``/``num_stages``;
+            its problem names (for constraints) are read from the bucketed key.
+        bucket: buckets for a list ``key``: ``{"M": bucket.pow2}``.
+        mode: ``"never"``, ``"on_miss"`` or ``"pinned"``; the environment variable
+            ``TUNEX_MODE`` overrides it.
+        budget: tuning budget per workload for ``on_miss``, a :class:`~tunex.tuner.Budget` or
+            its text (``"50trials,60s"``, ``"20s"``, ``"100trials"``): the same meaning as
+            ``tunex search --budget``; the trials include the re-measurements of the leaders.
+        strategy: search strategy for ``on_miss`` (``"model"``, ``"random"``,
+            ``"optuna:tpe"``), whatever form the budget takes.
+        db: the tuning database (path, URL or :class:`~tunex.db.Database`); default
+            ``TUNEX_DB``, else ``~/.cache/tunex/tunex.db``.
+        name: the kernel's name in workloads (default: the function's name).
+        default: the default config (``triton.Config`` or mapping).
+        reset_to_zero, restore_value, pre_hook, post_hook: as ``triton.autotune``'s, applied
+            around every benchmarked launch.
+        prune_configs_by: as ``triton.autotune``'s (``early_config_prune``, ``perf_model``,
+            ``top_k``); with it, tuning measures the pruned list in order.
+        do_bench: as ``triton.autotune``'s (``do_bench(kernel_call, quantiles)``).
+        bench: ``bench(kernel_call, config) -> runtimes in ms`` (takes precedence).
+        warmup: milliseconds of warm-up before each config's timed runs (default 10).
+        rep: milliseconds of timed runs per config at most (default 200; 5 to 20 runs).
+        use_cuda_graph: as ``triton.autotune``'s: time each config replayed from a CUDA graph.
+        cache_results: accepted for ``triton.autotune`` code: tunex always keeps what it
+            measured, in its database (``db``), which later processes read.
+        listener: called with each :class:`~tunex.autotune.Selection` of this kernel.
+        dtypes: key on the dtypes of the tensor arguments too (like ``triton.autotune``).
+        model: a cost-model file to use (default: ``tunex-models/<name>.json`` beside the db).
+        seed: seed of the search strategy and model sampling.
+        remeasure: trials kept aside within the budget to measure the leaders within 3% of the
+            best again (their runs are pooled), so one noisy timing does not pick the winner.
+        problem: ``problem(named_args) -> dict``: the workload's problem key from the call's
+            arguments by name, instead of the bucketed key and dtypes. It must read only the
+            ``key`` arguments and the dtypes of tensor arguments: the dispatch cache is keyed
+            on those. The library kernels use it so their key is
+            :meth:`kernels.Kernel.problem_key`, the key offline tuning records.
+        bind: ``bind(space, workload) -> Space``: the space bound to a workload's problem and
+            device, for spaces whose constraints read values other than the key's.
+    """
+
+    configs: Sequence[Any] | None = None
+    key: Sequence[str] | Mapping[str, Any] = ()
+    space: Space | None = None
+    bucket: Mapping[str, Any] | None = None
+    mode: str = "never"
+    budget: Any = DEFAULT_BUDGET
+    strategy: str = "model"
+    db: Any = None
+    name: str | None = None
+    default: Any = None
+    reset_to_zero: Sequence[str] | None = None
+    restore_value: Sequence[str] | None = None
+    pre_hook: Callable[..., Any] | None = None
+    post_hook: Callable[..., Any] | None = None
+    prune_configs_by: Mapping[str, Any] | None = None
+    do_bench: Callable[..., Any] | None = None
+    bench: Callable[[Callable[[], Any], Any], Sequence[float]] | None = None
+    warmup: float | None = None
+    rep: float | None = None
+    use_cuda_graph: bool = False
+    cache_results: bool = False
+    listener: Callable[[Any], None] | None = None
+    dtypes: bool = True
+    model: str | os.PathLike[str] | None = None
+    seed: int | None = 0
+    remeasure: int = 2
+    problem: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    bind: Callable[[Space, Workload], Space] | None = None
+    measure: MeasureOptions = field(init=False, repr=False, compare=False)
+
+    @classmethod
+    def make(cls, **options: Any) -> AutotuneOptions:
+        """The options from the decorator's keywords; an unknown keyword is a one-line
+        :class:`~tunex.errors.ConfigError`."""
+        names = [f.name for f in dataclasses.fields(cls) if f.init]
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            raise ConfigError(f"@tunex.autotune has no option {', '.join(unknown)}; it takes "
+                              f"{', '.join(names)}")
+        return cls(**options)
+
+    def __post_init__(self) -> None:
+        for n, v in (("warmup", self.warmup), ("rep", self.rep)):
+            if v is not None and not v > 0:
+                raise ConfigError(f"@tunex.autotune {n}={v!r}: give milliseconds > 0")
+        if isinstance(self.remeasure, bool) or not isinstance(self.remeasure, int) \
+                or self.remeasure < 0:
+            raise ConfigError(f"@tunex.autotune remeasure={self.remeasure!r}: give a number of "
+                              "trials >= 0")
+        if self.cache_results:
+            log.info("@tunex.autotune cache_results=True: tunex always keeps its results, in "
+                     "the tuning database (db= or TUNEX_DB)")
+        base = MeasureOptions()
+        measure = MeasureOptions(
+            warmup_ms=base.warmup_ms if self.warmup is None else float(self.warmup),
+            max_time_ms=base.max_time_ms if self.rep is None else float(self.rep),
+            graphs=bool(self.use_cuda_graph), check=False)
+        object.__setattr__(self, "measure", measure)
