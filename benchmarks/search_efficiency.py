@@ -17,7 +17,8 @@ there), for each strategy and seed:
 * **proposals per trial**: configs the strategy proposed (``strategy.proposals``: repeats and
   excluded points it resolved on its own included) per measured config.
 
-A trial is one measured config. The tunex loop is ``batch = strategy.ask(1)``; a config this run
+A trial is one measured config. The tunex loop is tunex's own (``tunex.tuner.Tuner``, the loop of
+``tunex search`` and of the decorator, one trial in flight): ``strategy.ask(1)``; a config this run
 already measured is answered from the run's own record (``strategy.tell([earlier])``) and costs no
 trial; otherwise ``m = target.measure(target.build(workload, config))`` costs one trial and is told.
 A config the recorded space lacks or records as failed costs a trial too (the target answers with a
@@ -103,6 +104,7 @@ sys.path[:0] = [str(REPO), str(HERE)]  # this checkout's tunex, and _kt_runner b
 from tunex.search import get_strategy  # noqa: E402
 from tunex.targets.replay import ReplayTarget  # noqa: E402
 from tunex.trial import Measurement  # noqa: E402
+from tunex.tuner import Budget, Tuner  # noqa: E402
 
 warnings.filterwarnings("ignore", message=".*is experimental")  # Optuna's QMC/GP notices
 
@@ -215,43 +217,53 @@ def trials_to(rec: dict[str, Any], level: float, budget: int) -> int:
 def run_tunex(path: Path, strategy: str, seed: int, budget: int, optimum: float, *,
               warm: list[tuple[Any, list[Measurement]]] | None = None,
               keep_measurements: bool = False) -> dict[str, Any]:
-    """One tunex search on a noisy replay; see the module docstring for the loop."""
+    """One tunex search on a noisy replay, run by tunex's own loop (``tunex.tuner.Tuner``,
+    one trial in flight, no re-measurement, no transfer but ``warm``); the strategy's ``ask``
+    and ``tell`` are timed where the loop calls them."""
     t_start = time.perf_counter()
     target = ReplayTarget(path, noisy=True, seed=seed)
     search = get_strategy(strategy, target.space, seed=seed)
     workload = target.workload()
     if warm:  # ModelSearch.warm_start takes current=; the base contract does not (yet)
         search.warm_start(warm, current=workload)  # type: ignore[call-arg]
+    spent = [0.0]
+    told: set[Any] = set()
+    repeats = [0]
+
+    def timed(method: Callable[..., Any], tell: bool) -> Callable[..., Any]:
+        def call(arg: Any) -> Any:
+            if tell:
+                for m in arg:
+                    repeats[0] += m.config in told
+                    told.add(m.config)
+            t0 = time.perf_counter()
+            try:
+                return method(arg)
+            finally:
+                spent[0] += time.perf_counter() - t0
+        return call
+
+    search.ask = timed(search.ask, False)  # type: ignore[method-assign]
+    search.tell = timed(search.tell, True)  # type: ignore[method-assign]
     measured: dict[Any, Measurement] = {}
     times: list[float] = []
     step_ms: list[float] = []  # ask+tell time attributed to each trial
-    spent, repeats, end = 0.0, 0, "budget"
-    while len(times) < budget:
-        t0 = time.perf_counter()
-        batch = search.ask(1)
-        spent += time.perf_counter() - t0
-        if batch is None:
-            end = "exhausted"
-            break
-        for config in batch[: budget - len(times)]:
-            if config in measured:
-                repeats += 1
-                t0 = time.perf_counter()
-                search.tell([measured[config]])
-                spent += time.perf_counter() - t0
-                continue
-            m = target.measure(target.build(workload, config))
-            measured[config] = m
-            times.append(target.true_time(config))
-            t0 = time.perf_counter()
-            search.tell([m])
-            spent += time.perf_counter() - t0
-            step_ms.append(spent * 1000)
-            spent = 0.0
-        if repeats > 10 * budget:
-            end = "stalled: repeats only"
-            break
-    rec = make_record(times, optimum, proposals=search.proposals, repeats=repeats, end=end,
+
+    def on_trial(m: Measurement, number: int) -> None:
+        measured[m.config] = m
+        times.append(target.true_time(m.config))
+        step_ms.append(spent[0] * 1000)
+        spent[0] = 0.0
+
+    result = Tuner(target, target.space, workload=workload, strategy=search,
+                   budget=Budget(trials=budget), remeasure=0, transfer=False,
+                   on_trial=on_trial).run()
+    end = {"trial budget": "budget", "strategy exhausted": "exhausted",
+           "strategy repeats measured configs only": "stalled: repeats only"}.get(
+        result.stopped, result.stopped)
+    if step_ms:  # the tell of the last trial comes after its record
+        step_ms[-1] += spent[0] * 1000
+    rec = make_record(times, optimum, proposals=search.proposals, repeats=repeats[0], end=end,
                       wall_s=round(time.perf_counter() - t_start, 3),
                       strategy_s=round(sum(step_ms) / 1000, 3))
     if keep_measurements:

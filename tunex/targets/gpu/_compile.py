@@ -151,7 +151,8 @@ class KernelSource:
             closure = inspect.getclosurevars(base)
         except (TypeError, ValueError):
             return None
-        scope, free = [], []
+        scope: list[tuple[str, str, Any]] = []
+        free: list[tuple[str, str, Any]] = []
         for names, out in ((closure.globals, scope), (closure.nonlocals, free)):
             for name, value in sorted(names.items()):
                 if isinstance(value, types.ModuleType):
