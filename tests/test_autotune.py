@@ -810,3 +810,22 @@ def test_a_users_kernel_compiles_ahead_of_time_in_a_build_process() -> None:
         pool.close()
     assert arts[0].ok and arts[0].payload.arch == 90 and arts[0].facts["shared_bytes"] >= 0
     assert arts[1].status is Status.COMPILE_ERROR and "power of 2" in (arts[1].error or "")
+
+
+@gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
+def test_gpu_on_miss_builds_in_the_pool_and_keeps_reset_to_zero(db_path: Path) -> None:
+    space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4, 8])])
+    k = tunex.autotune(space=space, key={"n": "pow2"}, mode="on_miss", budget="12trials",
+                       reset_to_zero=["out"], db=str(db_path))(
+        jit(accumulate_kernel, interpret=False))
+    n = 1 << 20
+    x = torch.randn(n, device="cuda")
+    out = torch.zeros(n, device="cuda")
+    k[grid(n)](x, out, n)
+    torch.testing.assert_close(out, x)  # every benchmark run was reset away
+    assert k.last.source == "tuned" and "built in parallel" in k.last.reason, k.last.reason
+    with Database(db_path) as d:
+        ms = d.measurements(d.workloads()[0])
+    assert len(ms) == 12 and all(m.ok for m in ms)
+    assert all(m.compile_ms is not None and len(m.times_ms) >= 5 for m in ms)

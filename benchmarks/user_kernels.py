@@ -1,0 +1,266 @@
+"""A user's own kernels under ``@tunex.autotune(mode="on_miss")``, against ``triton.autotune``
+and torch: the issue-9 benchmark (run on the GPU machine; writes JSON).
+
+Two kernels that are not in ``kernels/``, written as a user would:
+
+- ``gemm_leaky``: the Triton tutorial's matmul with a fused leaky-ReLU epilogue (fp16 in, fp32
+  accumulate). tunex: a declarative space of 6 parameters (tiles 16-256, ``BLOCK_K`` 16-128,
+  ``GROUP_M``, warps, stages; 3,600 points before its shared-memory constraint).
+  ``triton.autotune``: the tutorial's 8 configs. torch: ``leaky_relu(a @ b)``.
+- ``rowsum``: ``y[m] = sum_n x[m, n]`` (fp16 in, fp32 out), several rows per program and a
+  loop over the row. tunex: rows per program, chunk width, warps, stages. ``triton.autotune``:
+  8 configs of the kind its tutorials list. torch: ``x.sum(1, dtype=float32)``.
+
+Four shapes each, in order, in one process with a cold Triton cache and an empty tunex
+database: the first call of each shape is timed end to end (``torch.cuda.synchronize()``
+included) for tunex (its default budget, or ``--budget``) and for ``triton.autotune``; the
+third and fourth tunex shapes are "new shapes with two known" (their siblings' best configs are
+measured first). Then the three are timed side by side on each shape with tunex's one GPU
+harness (:class:`tunex.targets.gpu.GpuTimer`: L2 flush and a GPU sleep before each repeat,
+CUDA events; interleaved rounds whose order rotates), median of the repeats. Time to 95%: from
+the trials tunex recorded for the shape (its database rows), the time from the first trial's
+start until a trial within 95% of the final best ended.
+
+Usage: ``python benchmarks/user_kernels.py --out results.json [--budget 20s]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cold-"))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+import tunex  # noqa: E402
+from tunex.db import Database  # noqa: E402
+from tunex.space import Choice, Int, Pow2, Space  # noqa: E402
+from tunex.targets.gpu import GpuTimer, MeasureOptions  # noqa: E402
+
+GEMM_SHAPES = [(2048, 2048, 2048), (128, 4096, 4096), (3072, 768, 3072), (8192, 1024, 512)]
+ROWSUM_SHAPES = [(4096, 4096), (16384, 1024), (1024, 16384), (65536, 256)]
+
+
+# -- the user's kernels -------------------------------------------------------------------------
+
+
+def gemm_leaky_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                      stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    acc = tl.where(acc >= 0, acc, 0.01 * acc)  # the fused epilogue: leaky ReLU
+    c = acc.to(tl.float16)
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+def rowsum_kernel(x_ptr, y_ptr, M, N, stride_m, ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        mask = (rows[:, None] < M) & (cols[None, :] < N)
+        x = tl.load(x_ptr + rows[:, None] * stride_m + cols[None, :], mask=mask, other=0.0)
+        acc += x.to(tl.float32)
+    tl.store(y_ptr + rows, tl.sum(acc, axis=1), mask=rows < M)
+
+
+GEMM_SPACE = Space(
+    [Pow2("BLOCK_M", 16, 256, default=128), Pow2("BLOCK_N", 16, 256, default=128),
+     Pow2("BLOCK_K", 16, 128, default=64), Choice("GROUP_M", [1, 4, 8], default=8),
+     Choice("num_warps", [2, 4, 8], default=4), Int("num_stages", 2, 5, default=3)],
+    ["(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 * num_stages <= 232448"], name="gemm_leaky")
+ROWSUM_SPACE = Space(
+    [Pow2("ROWS", 1, 16, default=1), Pow2("BLOCK_N", 64, 4096, default=1024),
+     Choice("num_warps", [1, 2, 4, 8, 16], default=4), Int("num_stages", 1, 4, default=2)],
+    ["ROWS * BLOCK_N <= 16384"], name="rowsum")
+
+
+def tutorial_gemm_configs() -> list[Any]:
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8},
+                          num_stages=s, num_warps=w)
+            for m, n, k, s, w in [(128, 256, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4),
+                                  (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (128, 32, 32, 4, 4),
+                                  (64, 32, 32, 5, 2), (32, 64, 32, 5, 2)]]
+
+
+def listed_rowsum_configs() -> list[Any]:
+    return [triton.Config({"ROWS": r, "BLOCK_N": b}, num_warps=w)
+            for r, b, w in [(1, 256, 4), (1, 512, 4), (1, 1024, 4), (1, 1024, 8), (1, 2048, 8),
+                            (2, 512, 4), (4, 256, 4), (4, 512, 8)]]
+
+
+# -- contenders -----------------------------------------------------------------------------------
+
+
+def make_gemm(budget: str | None, db: str) -> dict[str, Any]:
+    extra = {"budget": budget} if budget else {}
+    ours = tunex.autotune(space=GEMM_SPACE, key=["M", "N", "K"], mode="on_miss", db=db,
+                          name="gemm_leaky", **extra)(triton.jit(gemm_leaky_kernel))
+    theirs = triton.autotune(tutorial_gemm_configs(), key=["M", "N", "K"])(
+        triton.jit(gemm_leaky_kernel))
+
+    def call(kernel: Any, a: Any, b: Any, c: Any) -> None:
+        m, k = a.shape
+        n = b.shape[1]
+        kernel[lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)](
+            a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+            c.stride(1))
+
+    def inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
+        m, n, k = shape
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        return a, b, torch.empty(m, n, device="cuda", dtype=torch.float16)
+
+    return {"ours": ours, "theirs": theirs, "call": call, "inputs": inputs,
+            "torch": lambda a, b, c: torch.nn.functional.leaky_relu(a @ b, 0.01),
+            "flops": lambda s: 2.0 * s[0] * s[1] * s[2], "shapes": GEMM_SHAPES,
+            "check": lambda a, b, c: torch.testing.assert_close(
+                c.float(), torch.nn.functional.leaky_relu(a.float() @ b.float(), 0.01),
+                rtol=2e-2, atol=5e-2)}
+
+
+def make_rowsum(budget: str | None, db: str) -> dict[str, Any]:
+    extra = {"budget": budget} if budget else {}
+    ours = tunex.autotune(space=ROWSUM_SPACE, key=["M", "N"], mode="on_miss", db=db,
+                          name="rowsum", **extra)(triton.jit(rowsum_kernel))
+    theirs = triton.autotune(listed_rowsum_configs(), key=["M", "N"])(triton.jit(rowsum_kernel))
+
+    def call(kernel: Any, x: Any, y: Any) -> None:
+        m, n = x.shape
+        kernel[lambda meta: (triton.cdiv(m, meta["ROWS"]),)](x, y, m, n, x.stride(0))
+
+    def inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
+        m, n = shape
+        return (torch.randn(m, n, device="cuda", dtype=torch.float16),
+                torch.empty(m, device="cuda", dtype=torch.float32))
+
+    return {"ours": ours, "theirs": theirs, "call": call, "inputs": inputs,
+            "torch": lambda x, y: x.sum(1, dtype=torch.float32),
+            "flops": lambda s: 2.0 * s[0] * s[1], "shapes": ROWSUM_SHAPES,  # bytes, in fact
+            "check": lambda x, y: torch.testing.assert_close(
+                y, x.float().sum(1), rtol=1e-3, atol=1e-2)}
+
+
+def first_call(fn: Callable[[], Any]) -> float:
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def time_to_95(db: Database, workload: Any) -> dict[str, Any]:
+    ms = db.measurements(workload)
+    ok = [m for m in ms if m.ok]
+    if not ok:
+        return {}
+    final = min(m.value for m in ok)
+    t0 = min(m.started_at for m in ms)
+    hit = min(m.ended_at for m in ok if final / m.value >= 0.95)
+    return {"trials": len(ms), "failed": len(ms) - len(ok), "to95_s": round(hit - t0, 2),
+            "span_s": round(max(m.ended_at for m in ms) - t0, 2),
+            "to95_trials": 1 + sum(1 for m in ms if m.ended_at < hit)}
+
+
+def bench_kernel(name: str, spec: Mapping[str, Any], db_path: str, timer: GpuTimer
+                 ) -> list[dict[str, Any]]:
+    rows = []
+    ours, theirs, call, ref = spec["ours"], spec["theirs"], spec["call"], spec["torch"]
+    for i, shape in enumerate(spec["shapes"]):
+        args = spec["inputs"](shape)
+        fns = {"tunex": lambda k=ours, a=args: call(k, *a),
+               "triton.autotune": lambda k=theirs, a=args: call(k, *a),
+               "torch": lambda a=args: ref(*a)}
+        t_ours = first_call(fns["tunex"])
+        spec["check"](*args)
+        sel = ours.last
+        t_theirs = first_call(fns["triton.autotune"])
+        spec["check"](*args)
+        times = {n: [] for n in fns}  # type: dict[str, list[float]]
+        names = list(fns)
+        for r in range(6):  # interleaved rounds, order rotated
+            for n in names[r % 3:] + names[:r % 3]:
+                times[n] += timer.time(fns[n], repeats=10, warmup_ms=5.0)
+        med = {n: statistics.median(v) for n, v in times.items()}
+        with Database(db_path) as db:
+            progress = time_to_95(db, sel.workload)
+        row = {"kernel": name, "shape": "x".join(map(str, shape)), "index": i,
+               "first_call_s": {"tunex": round(t_ours, 2), "triton.autotune": round(t_theirs, 2)},
+               "median_ms": {n: round(v, 5) for n, v in med.items()},
+               "speedup_vs_autotune": round(med["triton.autotune"] / med["tunex"], 3),
+               "speedup_vs_torch": round(med["torch"] / med["tunex"], 3),
+               "tunex_config": dict(sel.config), "tunex_reason": sel.reason,
+               "autotune_config": str(getattr(theirs, "best_config", "")), **progress}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="user_kernels.json")
+    p.add_argument("--budget", default=None, help="tunex budget (default: the decorator's)")
+    p.add_argument("--kernels", default="gemm_leaky,rowsum")
+    args = p.parse_args(argv)
+    db_path = os.path.join(tempfile.mkdtemp(prefix="tunex-bench-"), "tunex.db")
+    timer = GpuTimer(MeasureOptions())
+    started = time.time()
+    rows = []
+    makers = {"gemm_leaky": make_gemm, "rowsum": make_rowsum}
+    for name in args.kernels.split(","):
+        rows += bench_kernel(name, makers[name](args.budget, db_path), db_path, timer)
+    sp = [r["speedup_vs_autotune"] for r in rows]
+    doc = {"budget": args.budget or "default", "rows": rows,
+           "geomean_vs_autotune": round(math.exp(sum(map(math.log, sp)) / len(sp)), 3),
+           "min_vs_autotune": min(sp), "seconds": round(time.time() - started, 1),
+           "machine": {"gpu": torch.cuda.get_device_name(), "python": platform.python_version(),
+                       "torch": torch.__version__, "triton": triton.__version__,
+                       "cpus": os.cpu_count()},
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in doc.items() if k != "rows"}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
