@@ -152,3 +152,35 @@ def test_caller_executor_builds_inline_without_a_pool():
     fut = ex.submit(t, W, Config(a=0, b=0))
     assert not fut.done()  # measured only when waited for, in the waiting thread
     assert ex.wait([fut]) == {fut} and fut.result().facts["built_by"] == os.getpid()
+
+
+SCRIPT = """
+import os, sys
+sys.path.insert(0, {root!r})
+with open({marks!r}, "a") as f:  # runs again in every spawned process that imports this script
+    f.write(str(os.getpid()) + "\\n")
+from tests.cluster.test_local import CallerTarget
+from tunex.cluster import BuildPool
+from tunex.trial import Config, Workload
+if __name__ == "__main__":
+    pool = BuildPool(1, timeout=60, import_main={import_main})
+    art = pool.submit("k", CallerTarget(), Workload("w"), Config(a=0, b=0)).result(60)
+    pool.close()
+    print(art.payload != os.getpid())
+"""
+
+
+@pytest.mark.parametrize("import_main", [True, False])
+def test_the_decorators_build_pool_does_not_run_the_users_script_again(tmp_path, import_main):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    marks = tmp_path / "marks"
+    script = tmp_path / "user_script.py"
+    root = str(Path(__file__).resolve().parents[2])
+    script.write_text(SCRIPT.format(root=root, marks=str(marks), import_main=import_main))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
+    assert len(marks.read_text().split()) == (2 if import_main else 1)

@@ -8,8 +8,10 @@ import itertools
 import multiprocessing as mp
 import os
 import queue
+import sys
 import threading
 import time
+import types
 from collections.abc import Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -98,8 +100,10 @@ def _serve(conn: Connection, target: Target | None) -> None:
 class _Worker:
     """One worker process that can be killed and replaced when it hangs or dies."""
 
-    def __init__(self, ctx: Any, target: Target | None, name: str) -> None:
+    def __init__(self, ctx: Any, target: Target | None, name: str,
+                 import_main: bool = True) -> None:
         self.ctx, self.target, self.name = ctx, target, name
+        self.import_main = import_main
         self.builders: set[str] = set()  # builder keys this process holds
         self._start()
 
@@ -107,7 +111,13 @@ class _Worker:
         self.conn, child = self.ctx.Pipe()
         self.proc = self.ctx.Process(target=_serve, args=(child, self.target), daemon=True,
                                      name=f"tunex-{self.name}")
-        self.proc.start()
+        main = sys.modules["__main__"]
+        if not self.import_main:  # a spawned process imports the parent's script unless hidden
+            sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            self.proc.start()
+        finally:
+            sys.modules["__main__"] = main
         child.close()
 
     def call(self, kind: str, payload: Any, timeout: float) -> tuple[str, Any]:
@@ -148,12 +158,12 @@ class BuildPool:
     """
 
     def __init__(self, workers: int, *, timeout: float = 300.0, start_method: str = "spawn",
-                 name: str = "build") -> None:
+                 name: str = "build", import_main: bool = True) -> None:
         if workers < 1:
             raise ValueError("a build pool needs at least one worker")
         ctx = mp.get_context(start_method)
         self.timeout = timeout
-        self.workers = [_Worker(ctx, None, f"{name}{i}") for i in range(workers)]
+        self.workers = [_Worker(ctx, None, f"{name}{i}", import_main) for i in range(workers)]
         self._jobs: queue.Queue[Any] = queue.Queue()
         self._threads = [threading.Thread(target=self._loop, args=(w,), daemon=True)
                          for w in self.workers]
@@ -207,7 +217,9 @@ def shared_build_pool() -> BuildPool:
         if _SHARED is None:
             env = os.environ.get("TUNEX_BUILD_WORKERS")
             n = int(env) if env else max(1, min(16, (os.cpu_count() or 2) - 1))
-            _SHARED = BuildPool(n, name="autotune-build")
+            # builders carry what they need (a kernel travels by its source): the workers need
+            # not, and must not, run the user's script again as spawned processes do
+            _SHARED = BuildPool(n, name="autotune-build", import_main=False)
             atexit.register(_SHARED.close)
         return _SHARED
 
