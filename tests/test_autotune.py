@@ -830,3 +830,14 @@ def test_gpu_on_miss_builds_in_the_pool_and_keeps_reset_to_zero(db_path: Path) -
         ms = d.measurements(d.workloads()[0])
     assert len(ms) == 12 and all(m.ok for m in ms)
     assert all(m.compile_ms is not None and len(m.times_ms) >= 5 for m in ms)
+
+
+def test_patience_stops_a_search_that_no_longer_gains(db_path: Path) -> None:
+    space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
+    flat = lambda call, config: [1.0]  # noqa: E731 - every config alike
+    k = tunex.autotune(space=space, key={"n": "pow2"}, mode="on_miss", budget="18trials",
+                       patience=5, db=str(db_path), bench=flat, remeasure=0)(jit(add_kernel))
+    call_add(k, 100)
+    assert k.last.trials == 6 and "no improvement in 5 trials" in k.last.reason
+    with pytest.raises(ConfigError, match="patience=0"):
+        tunex.autotune(space=space, key=["n"], patience=0)

@@ -18,8 +18,10 @@ __all__ = ["AutotuneOptions"]
 
 log = logging.getLogger("tunex.autotune")
 
-#: The default budget of tuning on a miss (per workload): trials and seconds, whichever ends first.
-DEFAULT_BUDGET = "50trials,60s"
+#: The default budget of tuning on a miss (per workload): trials and seconds, whichever ends
+#: first. On the H200 a cold first call of a GEMM with a 3,600-point space reaches 95% of its
+#: final best in 3-4 s (benchmarks/RESULTS.md, "A user's kernels on a miss").
+DEFAULT_BUDGET = "50trials,8s"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class AutotuneOptions:
             ``tunex search --budget``; the trials include the re-measurements of the leaders.
         strategy: search strategy for ``on_miss`` (``"model"``, ``"random"``,
             ``"optuna:tpe"``), whatever form the budget takes.
+        patience: stop tuning a workload after this many trials without a 1% gain (``None``:
+            only the budget stops it).
         db: the tuning database (path, URL or :class:`~tunex.db.Database`); default
             ``TUNEX_DB``, else ``~/.cache/tunex/tunex.db``.
         name: the kernel's name in workloads (default: the function's name).
@@ -78,6 +82,7 @@ class AutotuneOptions:
     mode: str = "never"
     budget: Any = DEFAULT_BUDGET
     strategy: str = "model"
+    patience: int | None = 20
     db: Any = None
     name: str | None = None
     default: Any = None
@@ -120,6 +125,11 @@ class AutotuneOptions:
                 or self.remeasure < 0:
             raise ConfigError(f"@tunex.autotune remeasure={self.remeasure!r}: give a number of "
                               "trials >= 0")
+        if self.patience is not None and (isinstance(self.patience, bool)
+                                          or not isinstance(self.patience, int)
+                                          or self.patience < 1):
+            raise ConfigError(f"@tunex.autotune patience={self.patience!r}: give a number of "
+                              "trials >= 1, or None")
         if self.cache_results:
             log.info("@tunex.autotune cache_results=True: tunex always keeps its results, in "
                      "the tuning database (db= or TUNEX_DB)")

@@ -69,6 +69,7 @@ class TuningMixin:
     prune_configs_by: dict[str, Any]
     _tconfigs: dict[Config, Any]
     _user_pre_hook: Any
+    options: Any
 
     def default_config(self, space: Space) -> Config:
         raise NotImplementedError
@@ -131,7 +132,8 @@ class TuningMixin:
         try:
             result = Tuner(target, space, workload=workload, db=db, strategy=strategy,
                            budget=self.budget, executor=executor, seed=self.seed,
-                           remeasure=self.remeasure, first=first).run()
+                           remeasure=self.remeasure, patience=self.options.patience,
+                           first=first).run()
         finally:
             executor.close()
             target.close()
