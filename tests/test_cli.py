@@ -38,6 +38,25 @@ def test_search_export_best_and_resume(tmp_path, capsys):
     assert len(configs) == 45 == len(set(configs))
 
 
+def test_every_entry_point_defaults_to_one_database(tmp_path, monkeypatch, capsys):
+    from tunex.autotune._runtime import default_db_path
+    from tunex.db import Database, default_path
+
+    data = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    monkeypatch.setenv("TUNEX_DB", str(tmp_path / "shared.db"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["search", "--target", f"replay:{data}", "--budget", "3trials", "-q"]) == 0
+    assert not (tmp_path / "tunex.db").exists()  # not ./tunex.db, as it once was
+    with Database(default_path()) as db:
+        assert default_path() == default_db_path() == str(tmp_path / "shared.db")
+        assert len(db.workloads()) == 1
+    capsys.readouterr()
+    assert main(["db", "workloads"]) == 0 and "shared.db" in capsys.readouterr().out
+    monkeypatch.delenv("TUNEX_DB")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_path() == str(tmp_path / "home" / ".cache" / "tunex" / "tunex.db")
+
+
 def test_quiet_output_is_json(tmp_path, capsys):
     data = recorded("pnpoly/RTX_2080_Ti.json.gz")
     assert main(["search", "--target", f"replay:{data}", "--budget", "5trials", "--db",

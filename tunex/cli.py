@@ -232,6 +232,9 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
+DB_HELP = "SQLite file or SQLAlchemy URL (default: $TUNEX_DB, else ~/.cache/tunex/tunex.db)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tunex", description="Search-based kernel autotuner.")
     p.add_argument("-v", "--verbose", action="store_true", help="log what tunex does")
@@ -245,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--strategy", default="model", help="model, random, exhaustive, optuna:tpe ...")
     s.add_argument("--budget", default="100trials", help="2h, 90m, 500trials, or 2h,500trials")
     s.add_argument("--seed", type=int, default=None)
-    s.add_argument("--db", default="tunex.db", help="SQLite file or SQLAlchemy URL")
+    s.add_argument("--db", default=None, help=DB_HELP)
     s.add_argument("--batch", type=int, default=None, help="trials in flight")
     s.add_argument("--workers", type=int, default=None,
                    help="build processes (default: CPUs - 1; 0: build and measure in-process)")
@@ -285,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true")
     w = dsub.add_parser("workloads", help="workloads and their trial counts")
     for x in (e, i, b, w):
-        x.add_argument("--db", default="tunex.db", help="SQLite file or SQLAlchemy URL")
+        x.add_argument("--db", default=None, help=DB_HELP)
     for x in (b, w):
         x.add_argument("--kernel", default=None)
     d.set_defaults(fn=cmd_db)
@@ -293,14 +296,14 @@ def build_parser() -> argparse.ArgumentParser:
     pk = sub.add_parser("pack", help="export, import, verify and show config packs")
     psub = pk.add_subparsers(dest="pack_cmd", required=True)
     pe = psub.add_parser("export", help="best config per workload of a database, as a pack")
-    pe.add_argument("--db", default="tunex.db", help="SQLite file or SQLAlchemy URL")
+    pe.add_argument("--db", default=None, help=DB_HELP)
     pe.add_argument("-o", "--output", required=True, help="the pack file to write (JSON)")
     pe.add_argument("--kernel", default=None, help="only this kernel's workloads")
     pe.add_argument("--name", default=None, help="pack name (default: the file's stem)")
     pe.add_argument("--version", default="0", help="pack version (default: 0)")
     pi = psub.add_parser("import", help="verify a pack and add its configs to a database")
     pi.add_argument("pack")
-    pi.add_argument("--db", default="tunex.db", help="SQLite file or SQLAlchemy URL")
+    pi.add_argument("--db", default=None, help=DB_HELP)
     pv = psub.add_parser("verify", help="check a pack's format, schema and checksum")
     pv.add_argument("pack")
     ps = psub.add_parser("show", help="a pack's provenance and configs")
@@ -315,6 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "db", "") is None:
+        from tunex.db import default_path
+
+        args.db = default_path()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

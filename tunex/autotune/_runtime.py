@@ -189,8 +189,10 @@ _dbs: dict[str, Database] = {}
 
 
 def default_db_path() -> str:
-    """``TUNEX_DB`` if set, else ``~/.cache/tunex/tunex.db``."""
-    return os.environ.get("TUNEX_DB") or str(Path("~/.cache/tunex/tunex.db").expanduser())
+    """The database every entry point uses by default (:func:`tunex.db.default_path`)."""
+    from tunex.db import default_path
+
+    return default_path()
 
 
 def open_db(spec: Any, *, create: bool) -> Database | None:

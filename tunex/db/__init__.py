@@ -2,7 +2,9 @@
 
 SQLite by default (one file, safe for several processes writing at once), any server SQLAlchemy
 speaks to by URL (PostgreSQL through psycopg 3). The schema is versioned; older databases are
-migrated on open, newer ones are refused with a message saying to upgrade tunex.
+migrated on open, newer ones are refused with a message saying to upgrade tunex. Every entry
+point (the ``tunex`` commands, ``@tunex.autotune``, the library launchers) uses
+:func:`default_path` when no database is named: ``$TUNEX_DB``, else ``~/.cache/tunex/tunex.db``.
 
 ::
 
@@ -16,6 +18,7 @@ migrated on open, newer ones are refused with a message saying to upgrade tunex.
 from __future__ import annotations
 
 from tunex.db._database import EXPORT_FORMATS, Database, Trial
+from tunex.db._default import default_path
 from tunex.db._schema import SCHEMA_VERSION
 from tunex.db.packs import (
     PACK_FORMAT,
@@ -30,5 +33,5 @@ from tunex.db.packs import (
 
 __all__ = [
     "EXPORT_FORMATS", "PACK_FORMAT", "PACK_SCHEMA", "SCHEMA_VERSION", "Database", "Pack",
-    "PackEntry", "PackMatch", "Trial", "export_pack", "import_pack", "load_pack",
+    "PackEntry", "PackMatch", "Trial", "default_path", "export_pack", "import_pack", "load_pack",
 ]
