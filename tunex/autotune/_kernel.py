@@ -1,28 +1,30 @@
-"""The decorated kernel: a dispatch cache in front of a Triton kernel, and what fills it."""
+"""The decorated kernel: a dispatch cache in front of a Triton kernel (the hot path).
+
+What fills the cache lives beside it: the resolution order in :mod:`._resolve`, tuning on a
+miss in :mod:`._tune`, the ``triton.Config`` adapter in :mod:`._configs`.
+"""
 
 from __future__ import annotations
 
 import functools
 import inspect
-import math
-import os
 import textwrap
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from tunex.autotune import _runtime as R
 from tunex.autotune import bucket as B
+from tunex.autotune._configs import ConfigsMixin, Entry, _tconfig_dict, space_from_configs
 from tunex.autotune._options import AutotuneOptions
+from tunex.autotune._resolve import ResolutionMixin
 from tunex.autotune._target import LAUNCH_OPTIONS
-from tunex.autotune._tune import TuningMixin, best_in
-from tunex.errors import ConfigError, DatabaseError, TunexError
+from tunex.autotune._tune import TuningMixin
+from tunex.errors import ConfigError
 from tunex.identity import base_function as _base_function
 from tunex.identity import source_hash
-from tunex.space import Choice, Constraint, Space
-from tunex.trial import Config, Workload
+from tunex.space import Space
+from tunex.trial import Config
 
 __all__ = ["Autotuned"]
 
@@ -31,65 +33,9 @@ log = R.log
 _RAW_CACHE_LIMIT = 65_536
 _CONFIG_LIST_PRODUCT_LIMIT = 100_000
 
-Bench = Callable[[Callable[[], Any], Config], Sequence[float]]
-Entry = tuple[dict[str, Any], Any]  # (launch kwargs, per-call hook or None)
 
 
-def _plain(value: Any) -> Any:
-    """A key value as the database stores it (dtypes become their short name)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    text = str(value)
-    return text[6:] if text.startswith("torch.") else text
-
-
-def _tconfig_dict(tc: Any) -> dict[str, Any]:
-    d = dict(tc.kwargs)
-    d["num_warps"] = tc.num_warps
-    d["num_stages"] = tc.num_stages
-    if getattr(tc, "num_ctas", 1) not in (None, 1):
-        d["num_ctas"] = tc.num_ctas
-    if getattr(tc, "maxnreg", None) is not None:
-        d["maxnreg"] = tc.maxnreg
-    return d
-
-
-def space_from_configs(configs: Sequence[Any], name: str) -> tuple[Space, dict[Config, Any]]:
-    """A space whose valid points are exactly the given ``triton.Config`` list.
-
-    Parameters are the union of the configs' meta-parameters and launch options, each over the
-    values the list uses, and one constraint keeps the points of the list, so the search
-    strategies and the cost model see real parameters. When the configs set different names
-    or their product is huge, the space is one ``config`` index parameter instead.
-    """
-    mapping: dict[Config, Any] = {}
-    for tc in configs:
-        mapping.setdefault(Config(_tconfig_dict(tc)), tc)
-    names = [tuple(c) for c in mapping]
-    values: dict[str, list[Any]] = {}
-    for c in mapping:
-        for k, v in c.items():
-            values.setdefault(k, [])
-            if v not in values[k]:
-                values[k].append(v)
-    same = len(set(names)) == 1
-    product = math.prod(len(v) for v in values.values())
-    if same and product <= _CONFIG_LIST_PRODUCT_LIMIT:
-        members = frozenset(mapping)
-        params = []
-        for k in names[0]:
-            vals = values[k]
-            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
-                vals = sorted(vals)
-            params.append(Choice(k, vals))
-        rule = Constraint(lambda **kw: Config(kw) in members, names=names[0],
-                          description="is one of the given triton.Config list")
-        return Space(params, [rule] if product > len(members) else [], name=name), mapping
-    indexed = {Config(config=i): tc for i, tc in enumerate(mapping.values())}
-    return Space([Choice("config", list(range(len(indexed))))], name=name), indexed
-
-
-class Autotuned(TuningMixin):
+class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
     """A ``@triton.jit`` kernel behind a dispatch cache; made by :func:`tunex.autotune`.
 
     Launch it like the kernel: ``kernel[grid](*args)``. The first call of a new key resolves a
@@ -340,257 +286,6 @@ class Autotuned(TuningMixin):
             self._by_workload.clear()
             self._launch = self._miss_launch
 
-    # -- configs -------------------------------------------------------------------------------
-
-    def launch_kwargs(self, config: Config) -> dict[str, Any]:
-        """The keyword arguments a launch with ``config`` passes to the kernel."""
-        tc = self._tconfigs.get(config)
-        if tc is not None:
-            kw = dict(tc.all_kwargs())
-        else:
-            kw = config.to_dict()
-        return kw
-
-    def _entry(self, config: Config) -> Entry:
-        kw = self.launch_kwargs(config)
-        all_kw = dict(kw)
-        for k, v in _default_options().items():
-            if kw.get(k) == v and type(kw.get(k)) is int:
-                del kw[k]  # Triton's own default: the same kernel, and a cheaper launch
-        tc = self._tconfigs.get(config)
-        hook = None
-        if tc is not None and tc.pre_hook is not None:
-            names, pre = self.arg_names, tc.pre_hook
-
-            def hook(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-                pre({**dict(zip(names, args)), **kwargs, **all_kw})
-
-        kw["warmup"] = False
-        return kw, hook
-
-    def default_config(self, space: Space) -> Config:
-        if self._default is not None:
-            return self._default
-        return space.default()
-
-    def triton_config(self, config: Config) -> Any:
-        """The ``triton.Config`` of ``config`` (the list's own object for ``configs=``)."""
-        tc = self._tconfigs.get(config)
-        if tc is not None:
-            return tc
-        import triton
-
-        d = config.to_dict()
-        opts = {k: d.pop(k) for k in LAUNCH_OPTIONS if k in d}
-        return triton.Config(d, **opts)
-
-    # -- resolving -----------------------------------------------------------------------------
-
-    def workload(self, named: Mapping[str, Any]) -> tuple[Workload, dict[str, Any]]:
-        """The workload of a call's named arguments, and its key before bucketing.
-
-        The problem is the bucketed key plus the tensor arguments' dtypes, or what
-        ``problem=`` makes of the named arguments.
-        """
-        problem: dict[str, Any] = {}
-        raw: dict[str, Any] = {}
-        v: Any
-        for n in self.key_names:
-            v = named.get(n)
-            if hasattr(v, "dtype"):
-                v = v.dtype
-            raw[n] = _plain(v)
-            problem[n] = _plain(self._buckets[n](v))
-        if self._problem_fn is not None:
-            problem = dict(self._problem_fn(named))
-        else:
-            for n in self._dtype_names or ():
-                v = named.get(n)
-                problem[f"{n}.dtype"] = _plain(v.dtype) if hasattr(v, "dtype") else None
-        return Workload(self.name, self.kernel_hash, problem, self.fingerprint()), raw
-
-    def fingerprint(self) -> dict[str, Any]:
-        """The device fingerprint of this kernel's workloads in this process."""
-        return dict(R.fingerprint(self.interpreted))
-
-    def known(self, problem: Mapping[str, Any]) -> tuple[Config, str, float | None]:
-        """What the database or a pack holds for this workload problem (as :meth:`workload`
-        makes it), found without launching, tuning or asking the cost model: the config,
-        where it comes from (``"db"``, ``"pack"``, or ``"default"`` when neither has one) and
-        its measured median time in ms when the database or an exact-device pack has one."""
-        workload = Workload(self.name, self.kernel_hash, dict(problem), self.fingerprint())
-        config, source, _reason, extra = self._lookup(workload, self._space_for(workload),
-                                                      "never", model=False)
-        assert config is not None  # mode "never" always names a config
-        t = extra.get("time_ms")
-        return config, source, None if t is None else float(t)
-
-    def _space_for(self, workload: Workload) -> Space:
-        space = self.space
-        if not space.problem or space.is_bound:
-            return space
-        k = canonical_problem(workload)
-        hit = self._bound_spaces.get(k)
-        if hit is None and self._bind_fn is not None:
-            hit = self._bind_fn(space, workload)
-            self._bound_spaces[k] = hit
-        if hit is None:
-            values = {n: workload.problem[n] for n in space.problem
-                      if n in workload.problem and n not in space.bound}
-            missing = [n for n in space.problem if n not in values and n not in space.bound]
-            if missing:
-                raise ConfigError(
-                    f"{self.name}: the space's problem sizes {missing} are not keys of the "
-                    f"kernel ({self.key_names}); add them to key=... or bind them first "
-                    "(space.bind(...))")
-            hit = space.bind(**values)
-            self._bound_spaces[k] = hit
-        return hit
-
-    def _resolve(self, grid: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-                 ) -> tuple[Entry, bool]:
-        started = time.perf_counter()
-        named = self._bind(args, kwargs)
-        workload, raw = self.workload(named)
-        wkey = workload.key
-        mode = R.resolve_mode(self.mode)
-        known = self._by_workload.get(wkey)
-        if known is not None:
-            self._select(workload, raw, known[1], "cache", "same bucket as an earlier call",
-                         mode, started)
-            return known[0], False
-        space = self._space_for(workload)
-        config, source, reason, extra = self._lookup(workload, space, mode)
-        tuned = False
-        if config is None:
-            assert mode == "on_miss"
-            config, reason, extra = self._tune(workload, space, grid, args, kwargs, named,
-                                               extra)
-            source, tuned = "tuned", True
-        entry = self._entry(config)
-        self._by_workload[wkey] = (entry, config)
-        self.best_config = self.triton_config(config) if self._tconfigs else config
-        self._select(workload, raw, config, source, reason, mode, started, **extra)
-        return entry, tuned
-
-    def _select(self, workload: Workload, raw: Mapping[str, Any], config: Config, source: str,
-                reason: str, mode: str, started: float, **extra: Any) -> None:
-        sel = R.Selection(self.name, workload, config, source, reason, mode, dict(raw),
-                          seconds=time.perf_counter() - started, **extra)
-        self.last = sel
-        R.notify(sel, self.listener)
-
-    def _valid(self, config: Config, space: Space) -> bool:
-        return config in space
-
-    def _lookup(self, workload: Workload, space: Space, mode: str, model: bool = True
-                ) -> tuple[Config | None, str, str, dict[str, Any]]:
-        """Database, packs, model (unless ``model=False``), default; None for on_miss when
-        tuning is due (with the approximate candidates worth measuring first in
-        ``extra["seeds"]``)."""
-        seeds: list[Config] = []
-        db = None
-        try:
-            db = R.open_db(self.db_spec, create=False)
-            best = best_in(db, workload, space) if db is not None else None
-        except DatabaseError as exc:
-            if mode == "on_miss":
-                raise
-            R.db_error(exc)
-            best = None
-        if best is not None:
-            return best.config, "db", f"best in {db!r}, median {best.value:.4g} ms", {
-                "time_ms": best.value}
-        match = self._pack_match(workload, space)
-        if match is not None:
-            if mode != "on_miss" or match.tier == "exact":
-                return match.config, "pack", match.reason, {"time_ms": match.entry.median_ms
-                                                            if match.tier == "exact" else None}
-            seeds.append(match.config)
-        if mode != "pinned" and model:
-            picked = self._model_pick(workload, space, db)
-            if picked is not None:
-                if mode == "never":
-                    return picked[0], "model", picked[1], {}
-                seeds.append(picked[0])
-        default = self.default_config(space)
-        if mode == "on_miss":
-            return None, "", "", {"seeds": [default, *seeds]}
-        why = "no database row, pack or cost model for this workload"
-        if mode == "pinned":
-            why = "pinned: no database row or pack for this workload"
-            log.warning("%s: %s; using the default config %s", self.name, why, dict(default))
-        return default, "default", why, {}
-
-    def _pack_match(self, workload: Workload, space: Space) -> Any:
-        from tunex.db.packs import resolve
-
-        packs = R.loaded_packs()
-        if not packs:
-            return None
-        match = resolve(packs, workload)
-        if match is not None and not self._valid(match.config, space):
-            log.warning("%s: %s gives %s, which is not in the kernel's space; ignoring it",
-                        self.name, match.reason, dict(match.config))
-            return None
-        if match is None:
-            for p in packs:
-                hashes = p.kernels().get(self.name)
-                if hashes and self.kernel_hash not in hashes and p.label not in self._stale_warned:
-                    self._stale_warned.add(p.label)
-                    log.warning(
-                        "%s: pack %s holds configs for another version of this kernel (source "
-                        "hash %s, this one is %s); they are not used: re-tune and export a new "
-                        "pack", self.name, p.label, ",".join(sorted(hashes)), self.kernel_hash)
-        return match
-
-    # -- cost model ----------------------------------------------------------------------------
-
-    def model_file(self, db: Any = None) -> Path | None:
-        """Where this kernel's cost model lives: ``model=`` or, beside a file database,
-        ``tunex-models/<kernel>.json``."""
-        if self.model_path is not None:
-            return Path(os.fspath(self.model_path))
-        path = getattr(db, "path", None)
-        if path is None:
-            return None
-        return Path(path).parent / "tunex-models" / f"{self.name}.json"
-
-    def _model_pick(self, workload: Workload, space: Space,
-                    db: Any) -> tuple[Config, str] | None:
-        path = self.model_file(db)
-        if path is None or not path.exists():
-            return None
-        from tunex.autotune._model import predict_best
-
-        try:
-            return predict_best(path, space, workload, self.seed)
-        except TunexError as exc:
-            log.warning("%s: cost model %s unusable (%s); not using it", self.name, path, exc)
-            return None
-
-    def train_model(self, db: Any = None, path: str | os.PathLike[str] | None = None) -> Path:
-        """Fit a cost model on every trial of this kernel in the database and save it where
-        the runtime looks for it (:meth:`model_file`, or ``path``); return the file."""
-        from tunex.autotune._model import train
-
-        database = R.open_db(db if db is not None else self.db_spec, create=False)
-        if database is None:
-            raise ConfigError(f"{self.name}: no tuning database to train a cost model from")
-        target = Path(os.fspath(path)) if path is not None else self.model_file(database)
-        if target is None:
-            raise ConfigError(f"{self.name}: pass path=... to save the cost model (the "
-                              "database is not a file)")
-        return train(database, self.name, self.space, target)
-
-
-def canonical_problem(workload: Workload) -> str:
-    """What a bound space depends on: the problem key and the device."""
-    from tunex.trial import canonical_json
-
-    return canonical_json([workload.problem, workload.target])
-
-
 def _innermost(fn: Any) -> Any:
     inner = fn
     while hasattr(inner, "fn") and not inspect.isfunction(inner):
@@ -601,16 +296,3 @@ def _innermost(fn: Any) -> Any:
     return inner
 
 
-
-@functools.lru_cache(maxsize=1)
-def _default_options() -> dict[str, int]:
-    """Launch options at Triton's defaults, which need not be passed."""
-    out = {"num_warps": 4, "num_ctas": 1}
-    try:
-        import torch
-
-        if getattr(torch.version, "hip", None) is None:
-            out["num_stages"] = 3  # CUDA's default (AMD's differs)
-    except ImportError:  # pragma: no cover
-        pass
-    return out

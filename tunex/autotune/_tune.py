@@ -13,7 +13,7 @@ measured again before one wins.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunex.autotune import _runtime as R
 from tunex.autotune._target import CallTarget, best_of_siblings
@@ -71,8 +71,8 @@ class TuningMixin:
     _user_pre_hook: Any
     options: Any
 
-    def default_config(self, space: Space) -> Config:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by the other parts of Autotuned
+        def default_config(self, space: Space) -> Config: ...
 
     def _reset(self, full: dict[str, Any]) -> None:
         """Before the tuned call's own launch: what ``reset_to_zero`` (or the user's pre-hook
