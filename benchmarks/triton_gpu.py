@@ -63,49 +63,22 @@ def shape_name(shape: Sequence[int]) -> str:
     return "x".join(map(str, shape))
 
 
-# -- timing harness (the same method as the target's measure) --------------------------------
+# -- timing harness (the target's own) ----------------------------------------------------------
 
 
 class Harness:
-    """Times a callable: warm-up, L2 flush before each repeat, CUDA events, all repeats."""
+    """Times callables with tunex's one GPU harness (:class:`tunex.targets.gpu.GpuTimer`: warm-up,
+    an L2 flush and a short GPU sleep before each repeat, CUDA events, every repeat kept)."""
 
     def __init__(self, flush_mb: int = 256) -> None:
-        import torch
+        from tunex.targets.gpu import GpuTimer, MeasureOptions
 
-        self.torch = torch
-        self.flush = torch.empty(flush_mb << 18, dtype=torch.int32, device="cuda")
-        # ~100 us at the SM clock (kHz; 2 GHz if torch does not say): longer than one Python
-        # launch of a Triton kernel
-        khz = getattr(torch.cuda.get_device_properties(0), "clock_rate", 2_000_000)
-        self.sleep_cycles = int(100e-6 * khz * 1e3)
+        self.timer = GpuTimer(MeasureOptions(flush_mb=flush_mb))
 
     def time(self, fn: Callable[[], Any], repeats: int = 50, warmup_ms: float = 25.0
              ) -> list[float]:
-        """``repeats`` timings of ``fn`` (ms), each after an L2 flush.
-
-        The start event of each repeat is queued behind the flush and a short GPU sleep, so
-        the host has enqueued ``fn`` before the event fires: what is timed is the kernel, not
-        the Python launch of a small one (which takes longer than the flush on a slow host).
-        """
-        torch = self.torch
-        fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        one_ms = max((time.perf_counter() - t0) * 1e3, 1e-3)
-        for _ in range(max(1, min(1000, int(warmup_ms / one_ms)))):  # queued, not synced
-            fn()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        for s, e in zip(starts, ends):
-            self.flush.zero_()
-            torch.cuda._sleep(self.sleep_cycles)
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize()
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        """``repeats`` timings of ``fn`` (ms), each after an L2 flush."""
+        return self.timer.time(fn, repeats=repeats, warmup_ms=warmup_ms)
 
     def compare(self, fns: Mapping[str, Callable[[], Any]], rounds: int = 6,
                 repeats: int = 10) -> dict[str, list[float]]:
