@@ -21,7 +21,9 @@ CUDA events; interleaved rounds whose order rotates), median of the repeats. Tim
 the trials tunex recorded for the shape (its database rows), the time from the first call until
 a trial within 95% of the final best ended.
 
-Usage: ``python benchmarks/user_kernels.py --out results.json [--budget 20s]``.
+Usage: ``python benchmarks/user_kernels.py --out results.json [--budget 20s] [--isolated]``
+(``--isolated``: every shape with an empty database, to measure what transfer from the known
+shapes is worth).
 """
 
 from __future__ import annotations
@@ -207,15 +209,21 @@ def time_to_95(db: Database, workload: Any, called: float) -> dict[str, Any]:
             "compile_ms_median": round(compiles[len(compiles) // 2]) if compiles else None}
 
 
-def bench_kernel(name: str, spec: Mapping[str, Any], db_path: str, timer: GpuTimer
-                 ) -> list[dict[str, Any]]:
+def bench_kernel(name: str, make: Callable[[str], Mapping[str, Any]], db_path: str,
+                 timer: GpuTimer, isolated: bool = False) -> list[dict[str, Any]]:
+    """Every shape of one kernel; ``isolated``: each shape with a database of its own (no
+    other shape known: no transfer), the Triton cache shared as it is otherwise."""
     rows = []
-    ours, theirs, call, ref = spec["ours"], spec["theirs"], spec["call"], spec["torch"]
+    spec = make(db_path)
     for i, shape in enumerate(spec["shapes"]):
+        if isolated and i:
+            db_path = os.path.join(tempfile.mkdtemp(prefix="tunex-bench-"), "tunex.db")
+            spec = make(db_path)
+        ours, theirs, call, ref = spec["ours"], spec["theirs"], spec["call"], spec["torch"]
         args = spec["inputs"](shape)
-        fns = {"tunex": lambda k=ours, a=args: call(k, *a),
-               "triton.autotune": lambda k=theirs, a=args: call(k, *a),
-               "torch": lambda a=args: ref(*a)}
+        fns = {"tunex": lambda k=ours, a=args, c=call: c(k, *a),
+               "triton.autotune": lambda k=theirs, a=args, c=call: c(k, *a),
+               "torch": lambda a=args, r=ref: r(*a)}
         called = time.time()
         t_ours = first_call(fns["tunex"])
         spec["check"](*args)
@@ -247,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="user_kernels.json")
     p.add_argument("--budget", default=None, help="tunex budget (default: the decorator's)")
     p.add_argument("--kernels", default="gemm_leaky,rowsum")
+    p.add_argument("--isolated", action="store_true",
+                   help="each shape with an empty database: no transfer from the others")
     args = p.parse_args(argv)
     db_path = os.path.join(tempfile.mkdtemp(prefix="tunex-bench-"), "tunex.db")
     timer = GpuTimer(MeasureOptions())
@@ -254,9 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     makers = {"gemm_leaky": make_gemm, "rowsum": make_rowsum}
     for name in args.kernels.split(","):
-        rows += bench_kernel(name, makers[name](args.budget, db_path), db_path, timer)
+        rows += bench_kernel(name, lambda db, n=name: makers[n](args.budget, db), db_path, timer,
+                             args.isolated)
     sp = [r["speedup_vs_autotune"] for r in rows]
-    doc = {"budget": args.budget or "default", "rows": rows,
+    doc = {"budget": args.budget or "default", "isolated": args.isolated, "rows": rows,
            "geomean_vs_autotune": round(math.exp(sum(map(math.log, sp)) / len(sp)), 3),
            "min_vs_autotune": min(sp), "seconds": round(time.time() - started, 1),
            "machine": {"gpu": torch.cuda.get_device_name(), "python": platform.python_version(),
