@@ -190,3 +190,14 @@ def test_a_strategy_that_only_repeats_measured_configs_stops(tmp_path):
 
     res = Tuner(t, t.space, budget="50trials", strategy=Stuck(t.space), remeasure=0).run()
     assert res.new_trials == 1 and res.stopped == "strategy repeats measured configs only"
+
+
+def test_an_executor_is_bound_to_its_target_at_construction():
+    from tunex.errors import ConfigError
+
+    t, other = FlakyTarget(), FlakyTarget()
+    ex = InlineExecutor(t)
+    default = toy_space().default()
+    assert ex.submit(Workload("toy"), default).result().config == default
+    with pytest.raises(ConfigError, match="another target"):
+        Tuner(other, toy_space(), workload=Workload("toy"), executor=ex)

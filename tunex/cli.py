@@ -80,7 +80,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         executor = RayExecutor(target, RayOptions(address=args.ray or None, device_specs=specs,
                                                   **timeouts))
     elif args.workers == 0 or target.name == "replay":
-        executor = InlineExecutor()
+        executor = InlineExecutor(target)
     else:
         local = {k: v for k, v in (("build_workers", args.workers),
                                    ("measure_workers", args.measure_workers)) if v}

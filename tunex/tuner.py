@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from tunex.cluster import Executor, InlineExecutor
 from tunex.db import Database
-from tunex.errors import BudgetError
+from tunex.errors import BudgetError, ConfigError
 from tunex.search import DEFAULT_STRATEGY, SearchStrategy, get_strategy
 from tunex.space import Space
 from tunex.targets._base import Target
@@ -138,7 +138,10 @@ class Tuner:
         self.strategy = (strategy if isinstance(strategy, SearchStrategy)
                          else get_strategy(strategy, space, seed=seed))
         self.budget = budget if isinstance(budget, Budget) else Budget.parse(budget)
-        self.executor = executor or InlineExecutor()
+        self.executor = executor or InlineExecutor(target)
+        if self.executor.target is not target:
+            raise ConfigError("the executor runs another target than the tuner's: create it "
+                              "with the same target object")
         self.batch = batch or self.executor.slots
         self.patience = patience
         self.remeasure = remeasure
@@ -201,7 +204,7 @@ class Tuner:
                                 self.strategy.tell([done[c]])
                                 idle += 1
                             else:
-                                running[self.executor.submit(self.target, self.workload, c)] = c
+                                running[self.executor.submit(self.workload, c)] = c
                         if not running:
                             if idle > 10 * max(self.batch, 100):
                                 stopped = "strategy repeats measured configs only"
@@ -256,7 +259,7 @@ class Tuner:
             close = top[:2]
         for i in range(n):
             config = close[i % len(close)].config
-            fut = self.executor.submit(self.target, self.workload, config)
+            fut = self.executor.submit(self.workload, config)
             while not fut.done():
                 self.executor.wait([fut])
             again = fut.result()

@@ -52,21 +52,21 @@ def executor():
 
 
 def test_failures_of_every_kind_become_measurements(executor):
-    t, ex = executor
+    _t, ex = executor
     cases = {Config(a=0, b=0): Status.OK, Config(a=1, b=0): Status.TIMEOUT,
              Config(a=2, b=0): Status.WORKER_LOST, Config(a=3, b=0): Status.COMPILE_ERROR,
              Config(a=4, b=1): Status.TIMEOUT, Config(a=5, b=2): Status.WORKER_LOST,
              Config(a=6, b=0): Status.OK}
-    futs = {c: ex.submit(t, W, c) for c in cases}
+    futs = {c: ex.submit(W, c) for c in cases}
     got = {c: f.result(timeout=60) for c, f in futs.items()}
     assert {c: m.status for c, m in got.items()} == cases
     # the executor survives all of it: later trials still run
-    assert ex.submit(t, W, Config(a=7, b=0)).result(timeout=30).ok
+    assert ex.submit(W, Config(a=7, b=0)).result(timeout=30).ok
 
 
 def test_builds_run_in_parallel_processes(executor):
-    t, ex = executor
-    futs = [ex.submit(t, W, Config(a=10 + i, b=0)) for i in range(6)]
+    _t, ex = executor
+    futs = [ex.submit(W, Config(a=10 + i, b=0)) for i in range(6)]
     ms = [f.result(timeout=60) for f in futs]
     assert all(m.ok for m in ms)
     assert len({m.facts["built_by"] for m in ms}) == 2  # both build processes were used
@@ -77,7 +77,7 @@ def test_inline_executor_propagates_only_target_errors():
         def build(self, workload, config):
             raise TargetError("no toolchain: install it")
 
-    fut = InlineExecutor().submit(Broken(), W, Config(a=0, b=0))
+    fut = InlineExecutor(Broken()).submit(W, Config(a=0, b=0))
     with pytest.raises(TargetError, match="install"):
         fut.result()
 
@@ -85,16 +85,16 @@ def test_inline_executor_propagates_only_target_errors():
         def measure(self, artifact):
             raise ValueError("bad launch")
 
-    m = InlineExecutor().submit(Raises(), W, Config(a=0, b=0)).result()
+    m = InlineExecutor(Raises()).submit(W, Config(a=0, b=0)).result()
     assert m.status is Status.RUNTIME_ERROR and "bad launch" in (m.error or "")
 
 
 def test_cancelled_trials_do_not_break_the_executor(executor):
-    t, ex = executor
-    futs = [ex.submit(t, W, Config(a=20 + i, b=0)) for i in range(6)]
+    _t, ex = executor
+    futs = [ex.submit(W, Config(a=20 + i, b=0)) for i in range(6)]
     cancelled = [f for f in futs[2:] if f.cancel()]
     assert cancelled  # queued behind the two builders: cancellable
-    later = [ex.submit(t, W, Config(a=30 + i, b=0)) for i in range(3)]
+    later = [ex.submit(W, Config(a=30 + i, b=0)) for i in range(3)]
     assert all(f.result(timeout=60).ok for f in later + futs[:2])
 
 
@@ -130,7 +130,7 @@ def test_caller_executor_builds_in_the_pool_and_measures_in_the_waiting_thread()
         for _ in range(2):  # the pool outlives an executor: a second one reuses its processes
             ex = CallerExecutor(t, pool)
             assert ex.slots == 3
-            futs = [ex.submit(t, W, Config(a=a, b=0)) for a in range(5)]
+            futs = [ex.submit(W, Config(a=a, b=0)) for a in range(5)]
             pending = set(futs)
             while pending:
                 pending -= ex.wait(pending, 30)
@@ -149,7 +149,7 @@ def test_caller_executor_builds_inline_without_a_pool():
 
     t = CallerTarget()
     ex = CallerExecutor(t)
-    fut = ex.submit(t, W, Config(a=0, b=0))
+    fut = ex.submit(W, Config(a=0, b=0))
     assert not fut.done()  # measured only when waited for, in the waiting thread
     assert ex.wait([fut]) == {fut} and fut.result().facts["built_by"] == os.getpid()
 

@@ -106,14 +106,14 @@ def ray_executor(ray_cluster):
 
 
 def test_failures_of_every_kind_become_measurements(ray_executor):
-    t, ex = ray_executor
+    _t, ex = ray_executor
     cases = {Config(a=0, b=0): Status.OK, Config(a=1, b=0): Status.TIMEOUT,
              Config(a=2, b=0): Status.WORKER_LOST, Config(a=3, b=0): Status.COMPILE_ERROR,
              Config(a=4, b=1): Status.TIMEOUT, Config(a=5, b=2): Status.WORKER_LOST}
-    futs = {c: ex.submit(t, W, c) for c in cases}
+    futs = {c: ex.submit(W, c) for c in cases}
     got = {c: f.result(timeout=180).status for c, f in futs.items()}
     assert got == cases
-    assert ex.submit(t, W, Config(a=6, b=0)).result(timeout=60).ok  # replaced actor works
+    assert ex.submit(W, Config(a=6, b=0)).result(timeout=60).ok  # replaced actor works
 
 
 def test_a_build_waiting_behind_hung_ones_is_not_timed_out(ray_executor):
@@ -122,9 +122,9 @@ def test_a_build_waiting_behind_hung_ones_is_not_timed_out(ray_executor):
     t, _ = ray_executor
     ex = RayExecutor(t, RayOptions(build_timeout=8, measure_timeout=20, gpus_per_device=0))
     try:
-        hung = [ex.submit(t, W, Config(a=1, b=k)) for k in range(ex.slots)]
+        hung = [ex.submit(W, Config(a=1, b=k)) for k in range(ex.slots)]
         time.sleep(0.5)  # the hung builds hold every slot: queued in Ray, this one would time out
-        healthy = ex.submit(t, W, Config(a=0, b=0))
+        healthy = ex.submit(W, Config(a=0, b=0))
         assert [f.result(timeout=120).status for f in hung] == [Status.TIMEOUT] * ex.slots
         assert healthy.result(timeout=120).status is Status.OK
     finally:
@@ -137,7 +137,7 @@ def test_trials_go_to_whichever_device_is_free_and_record_where(ray_cluster):
     ex = RayExecutor(t, RayOptions(device_specs=(board, *simulator_devices(2)),
                                    measure_timeout=30, in_flight=6))
     try:
-        ms = [f.result(timeout=120) for f in [ex.submit(t, W, Config(a=k)) for k in range(12)]]
+        ms = [f.result(timeout=120) for f in [ex.submit(W, Config(a=k)) for k in range(12)]]
     finally:
         ex.close()
     assert all(m.ok for m in ms)
@@ -170,7 +170,7 @@ def test_a_device_lost_for_good_stops_the_search_with_a_clear_error(ray_cluster)
                                        measure_timeout=3))
         try:
             with pytest.raises(ClusterError, match=r"could not be placed.*board:here"):
-                ex.submit(t, W, Config(a=1)).result(timeout=60)
+                ex.submit(W, Config(a=1)).result(timeout=60)
         finally:
             ex.close()
     finally:

@@ -35,7 +35,6 @@ from tunex import Config, Measurement, Status, Workload
 from tunex.cluster import Device, Executor, simulator_devices
 from tunex.db import Database
 from tunex.space import Int, Space
-from tunex.targets._base import Target
 from tunex.tuner import Tuner
 
 pytestmark = pytest.mark.slow
@@ -126,11 +125,11 @@ class _Watching(Executor):
     """Hands trials to ``inner`` and keeps every future, to check that all of them resolve."""
 
     def __init__(self, inner: Executor) -> None:
-        self.inner, self.slots = inner, inner.slots
+        self.inner, self.slots, self.target = inner, inner.slots, inner.target
         self.futures: list[Future[Measurement]] = []
 
-    def submit(self, target: Target, workload: Workload, config: Config) -> Future[Measurement]:
-        f = self.inner.submit(target, workload, config)
+    def submit(self, workload: Workload, config: Config) -> Future[Measurement]:
+        f = self.inner.submit(workload, config)
         self.futures.append(f)
         return f
 

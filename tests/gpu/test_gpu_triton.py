@@ -215,7 +215,7 @@ def test_a_faulting_kernel_costs_one_trial_not_the_search(
     bad_space, bad = gpu.prepare(FaultingMatmul.name, {"M": 4096, "N": 1024, "K": 512})
     space, good = gpu.prepare("matmul", {"M": 1024, "N": 1024, "K": 1024})
     with LocalExecutor(gpu, LocalOptions(build_workers=2, measure_timeout=60)) as ex:
-        first = ex.submit(gpu, bad, bad_space.default()).result()
-        after = ex.submit(gpu, good, space.default()).result()
+        first = ex.submit(bad, bad_space.default()).result()
+        after = ex.submit(good, space.default()).result()
     assert first.status in (Status.WORKER_LOST, Status.RUNTIME_ERROR), first
     assert after.status is Status.OK, after.error

@@ -39,7 +39,7 @@ class AutotuneOptions:
         mode: ``"never"``, ``"on_miss"`` or ``"pinned"``; the environment variable
             ``TUNEX_MODE`` overrides it.
         budget: tuning budget per workload for ``on_miss``, a :class:`~tunex.tuner.Budget` or
-            its text (``"50trials,60s"``, ``"20s"``, ``"100trials"``): the same meaning as
+            its text (``"50trials,8s"``, ``"20s"``, ``"100trials"``): the same meaning as
             ``tunex search --budget``; the trials include the re-measurements of the leaders.
         strategy: search strategy for ``on_miss`` (``"model"``, ``"random"``,
             ``"optuna:tpe"``), whatever form the budget takes.

@@ -127,7 +127,14 @@ class TuningMixin:
             strategy = get_strategy(self.strategy, space, seed=self.seed)
         target = CallTarget(self, workload, grid, args, kwargs)  # type: ignore[arg-type]
         builder = target.builder()
-        pool = shared_build_pool() if builder is not None else None
+        pool = None
+        if builder is not None:
+            try:
+                pool = shared_build_pool()
+            except OSError as exc:  # no processes here (a sandbox): Triton's JIT compiles
+                log.warning("%s: no build processes (%s); compiling in this process", self.name,
+                            exc)
+                builder = None
         executor = CallerExecutor(target, pool, builder)
         try:
             result = Tuner(target, space, workload=workload, db=db, strategy=strategy,

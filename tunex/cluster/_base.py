@@ -39,10 +39,12 @@ class Executor(abc.ABC):
 
     #: How many trials it makes sense to keep in flight (the tuner's default batch size).
     slots: int = 1
+    #: The target it builds and measures, bound at construction.
+    target: Target
 
     @abc.abstractmethod
-    def submit(self, target: Target, workload: Workload, config: Config) -> Future[Measurement]:
-        """Start one trial."""
+    def submit(self, workload: Workload, config: Config) -> Future[Measurement]:
+        """Start one trial of :attr:`target`."""
 
     def wait(self, futures: Collection[Future[Measurement]], timeout: float | None = None
              ) -> set[Future[Measurement]]:

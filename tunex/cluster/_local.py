@@ -32,10 +32,13 @@ class InlineExecutor(Executor):
 
     slots = 1
 
-    def submit(self, target: Target, workload: Workload, config: Config) -> Future[Measurement]:
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    def submit(self, workload: Workload, config: Config) -> Future[Measurement]:
         fut: Future[Measurement] = Future()
         try:
-            fut.set_result(run_trial(target, workload, config, worker="inline"))
+            fut.set_result(run_trial(self.target, workload, config, worker="inline"))
         except TargetError as e:
             fut.set_exception(e)
         return fut
@@ -253,12 +256,10 @@ class LocalExecutor(Executor):
         for t in self._threads:
             t.start()
 
-    def submit(self, target: Target, workload: Workload, config: Config) -> Future[Measurement]:
-        if target is not self.target:
-            raise ValueError("a LocalExecutor runs the target it was created with")
+    def submit(self, workload: Workload, config: Config) -> Future[Measurement]:
         fut: Future[Measurement] = Future()
         start = time.time()
-        build = self._pool.submit(self._key, target, workload, config)
+        build = self._pool.submit(self._key, self.target, workload, config)
         fut.add_done_callback(lambda f: build.cancel() if f.cancelled() else None)
         build.add_done_callback(lambda b: self._built(b, fut, start))
         return fut
@@ -327,9 +328,7 @@ class CallerExecutor(Executor):
         self._key = f"caller-{os.getpid()}-{next(_KEYS)}"
         self._builds: dict[Future[Measurement], tuple[Future[Artifact], float]] = {}
 
-    def submit(self, target: Target, workload: Workload, config: Config) -> Future[Measurement]:
-        if target is not self.target:
-            raise ValueError("a CallerExecutor runs the target it was created with")
+    def submit(self, workload: Workload, config: Config) -> Future[Measurement]:
         fut: Future[Measurement] = Future()
         start = time.time()
         if self.pool is not None:

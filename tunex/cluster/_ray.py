@@ -377,9 +377,7 @@ class RayExecutor(Executor):
 
     # -- trials -----------------------------------------------------------------------------
 
-    def submit(self, target: Target, workload: Workload, config: Config) -> Future[Measurement]:
-        if target is not self.target:
-            raise ValueError("a RayExecutor runs the target it was created with")
+    def submit(self, workload: Workload, config: Config) -> Future[Measurement]:
         return self._pool.submit(self._trial, workload, config)
 
     def _wait(self, ref: Any, timeout: float, actor: bool = False) -> tuple[str, Any]:

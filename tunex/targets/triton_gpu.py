@@ -10,9 +10,12 @@ and Triton's metadata: plain bytes and JSON, so it pickles to the measuring proc
 ``measure`` loads that cubin in the measuring process (no recompilation; Triton's
 ``CompiledKernel`` is rebuilt from the cubin and metadata, and launched through Triton's own
 launcher), checks the result against the kernel's reference on the first run of every config,
-then times it: warm-up, repeats with the L2 cache flushed before each one (a 256 MiB write),
-each repeat timed with CUDA events, optionally replayed from a CUDA graph. The measurement
-holds every repeat; tunex takes the median and spread.
+then times it with tunex's one GPU harness (:class:`tunex.targets.gpu.GpuTimer`: warm-up,
+repeats with the L2 cache flushed before each one (a 256 MiB write) and a short GPU sleep so
+the launch is queued before the start event, each repeat timed with CUDA events, optionally
+replayed from a CUDA graph). The measurement holds every repeat; tunex takes the median and
+spread. Compiling, pruning and loading binaries are :mod:`tunex.targets.gpu`'s too, shared with
+the decorator's tuning on a miss.
 
 Create it with ``make_target("triton_gpu")`` (the visible GPU), ``make_target("triton_gpu:sm_90")``
 (build for sm_90; measuring then needs a GPU of that architecture), and options after ``?``:
