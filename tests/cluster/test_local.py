@@ -32,12 +32,18 @@ class SlowTarget(Target):
         return Artifact(workload, config, payload=os.getpid())
 
     def measure(self, artifact):
+        from tunex.targets._base import DEVICE_LOST
+
         c = artifact.config
         if c["b"] == 1:
             time.sleep(60)
         if c["b"] == 2:
             os._exit(4)
-        return Measurement(c, Status.OK, (1.0 + c["a"],), facts={"built_by": artifact.payload})
+        if c["b"] == 3:  # what a dead CUDA context looks like to the executor
+            return Measurement.failed(c, Status.WORKER_LOST, "context died",
+                                      facts={DEVICE_LOST: True, "pid": os.getpid()})
+        return Measurement(c, Status.OK, (1.0 + c["a"],),
+                           facts={"built_by": artifact.payload, "pid": os.getpid()})
 
 
 W = Workload("slow")
@@ -62,6 +68,15 @@ def test_failures_of_every_kind_become_measurements(executor):
     assert {c: m.status for c, m in got.items()} == cases
     # the executor survives all of it: later trials still run
     assert ex.submit(W, Config(a=7, b=0)).result(timeout=30).ok
+
+
+def test_a_lost_device_is_reported_as_a_status_and_its_process_replaced(executor):
+    _t, ex = executor
+    before = ex.submit(W, Config(a=40, b=0)).result(timeout=30)
+    lost = ex.submit(W, Config(a=41, b=3)).result(timeout=30)
+    after = ex.submit(W, Config(a=42, b=0)).result(timeout=30)
+    assert lost.status is Status.WORKER_LOST and lost.error == "context died"
+    assert before.facts["pid"] == lost.facts["pid"] != after.facts["pid"]
 
 
 def test_builds_run_in_parallel_processes(executor):

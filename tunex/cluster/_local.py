@@ -20,7 +20,7 @@ from typing import Any
 
 from tunex.cluster._base import Executor, failed_build, failure_status, run_trial
 from tunex.errors import TargetError
-from tunex.targets._base import Target
+from tunex.targets._base import DEVICE_LOST, Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 __all__ = ["BuildPool", "CallerExecutor", "InlineExecutor", "LocalExecutor", "LocalOptions",
@@ -286,6 +286,8 @@ class LocalExecutor(Executor):
             if not fut.set_running_or_notify_cancel():
                 continue
             kind, value = device.call("measure", art, self.options.measure_timeout)
+            if kind == "ok" and value.facts.get(DEVICE_LOST):
+                device.restart()  # the device can measure no more in that process
             if kind == "ok":
                 m = value.replace(worker=value.worker or device.name, started_at=start,
                                   compile_ms=value.compile_ms if value.compile_ms is not None

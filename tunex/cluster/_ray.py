@@ -26,7 +26,7 @@ from typing import Any
 from tunex.cluster._base import Executor, failed_build, failure_status
 from tunex.cluster._devices import Device
 from tunex.errors import ClusterError, TargetError
-from tunex.targets._base import Target
+from tunex.targets._base import DEVICE_LOST, Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 __all__ = ["RayExecutor", "RayOptions"]
@@ -417,7 +417,7 @@ class RayExecutor(Executor):
         except BaseException:
             self._release(i)
             raise
-        if kind in ("timeout", "lost"):
+        if kind in ("timeout", "lost") or (kind == "ok" and m.facts.get(DEVICE_LOST)):
             self._replace(i)
         else:
             self._release(i)

@@ -10,7 +10,12 @@ from tunex.errors import TargetError
 from tunex.space import Space
 from tunex.trial import Artifact, Config, Measurement, Workload
 
-__all__ = ["Target"]
+__all__ = ["DEVICE_LOST", "Target"]
+
+#: The fact a measurement carries (``facts[DEVICE_LOST] = True``, status ``worker_lost``) when
+#: the device can measure no more in this process (a dead CUDA context): executors then replace
+#: the measuring process (or actor) before the next trial.
+DEVICE_LOST = "device_lost"
 
 
 class Target(abc.ABC):
@@ -47,7 +52,10 @@ class Target(abc.ABC):
     def measure(self, artifact: Artifact) -> Measurement:
         """Measure a built artifact on the device. Never raises for a bad config.
 
-        An artifact whose build failed comes back as a measurement with the same status.
+        An artifact whose build failed comes back as a measurement with the same status. A
+        config that leaves the device unusable in this process comes back ``worker_lost`` with
+        the fact :data:`DEVICE_LOST`; measuring again in this process then raises
+        :class:`~tunex.errors.TargetError`.
         """
 
     def prepare(self, kernel: Any, problem: Mapping[str, Any]) -> tuple[Space, Workload]:

@@ -37,8 +37,6 @@ import functools
 import json
 import logging
 import math
-import multiprocessing
-import os
 import re
 import shutil
 import tempfile
@@ -56,7 +54,7 @@ from tunex.identity import (
     visible_gpu,
 )
 from tunex.space import Space
-from tunex.targets._base import Target
+from tunex.targets._base import DEVICE_LOST, Target
 from tunex.targets.gpu import (
     GpuTimer,
     MeasureOptions,
@@ -287,6 +285,7 @@ class _DeviceState:
         self.checked: set[str] = set()
         self.tmp = tempfile.mkdtemp(prefix="tunex-cubin-")
         self.toolchain = toolchain_facts()  # torch and CUDA versions: facts, not the key
+        self.lost: str | None = None  # why the CUDA context died, once it has
 
     def close(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -310,6 +309,10 @@ class _DeviceState:
         return load_binary(binary, fn, self.tmp)
 
     def measure(self, artifact: Artifact) -> Measurement:
+        if self.lost is not None:
+            raise TargetError(f"the CUDA context is unusable after {self.lost.splitlines()[0]}; "
+                              "restart the process (tunex's executors replace their measuring "
+                              "process by themselves)")
         torch = self.torch
         config, workload = artifact.config, artifact.workload
         start = time.time()
@@ -351,7 +354,11 @@ class _DeviceState:
                 self.checked.add(key)
             times = self.timer.time(launch)
         except Exception as e:
-            self._poisoned(e)
+            if self._context_lost():
+                self.lost = _error(e)
+                log.error("CUDA context lost (%s); this process can measure no more", e)
+                m = failed(Status.WORKER_LOST, f"the CUDA context died: {self.lost}")
+                return m.replace(facts={**m.facts, DEVICE_LOST: True})
             return failed(Status.RUNTIME_ERROR, _error(e))
         flops, nbytes = k.flops(problem), k.bytes(problem)
         med = sorted(times)[len(times) // 2]
@@ -359,23 +366,14 @@ class _DeviceState:
         return Measurement(config, Status.OK, tuple(times), compile_ms=artifact.compile_ms,
                            facts=facts, worker=self.name, started_at=start)
 
-    def _poisoned(self, error: Exception) -> None:
-        """After an illegal memory access the CUDA context is dead for good: leave the process.
-
-        In a tunex worker process the executor sees the worker die, records this trial as
-        ``worker_lost`` and starts a fresh measuring process; elsewhere, say so.
-        """
+    def _context_lost(self) -> bool:
+        """Whether the CUDA context is dead for good (after an illegal memory access)."""
         try:
             self.torch.cuda.synchronize()
             self.torch.zeros(1, device=self.device).add_(1).item()
-            return
+            return False
         except Exception:
-            pass
-        if multiprocessing.current_process().name.startswith("tunex-"):
-            log.error("CUDA context lost (%s); restarting the measuring process", error)
-            os._exit(70)
-        raise TargetError(f"the CUDA context is unusable after {type(error).__name__}: {error}; "
-                          "restart the process (tunex's LocalExecutor does this by itself)")
+            return True
 
 
 def kernel_summary(target: TritonGPUTarget) -> str:
