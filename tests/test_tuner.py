@@ -201,3 +201,15 @@ def test_an_executor_is_bound_to_its_target_at_construction():
     assert ex.submit(Workload("toy"), default).result().config == default
     with pytest.raises(ConfigError, match="another target"):
         Tuner(other, toy_space(), workload=Workload("toy"), executor=ex)
+
+
+def test_first_configs_in_flight_are_not_proposed_again(tmp_path):
+    from tunex.cluster import CallerExecutor
+
+    t = ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz"))
+    first = [t.space.at(2), t.space.at(1), t.space.at(0)]
+    with Database(tmp_path / "p.db") as db:  # one trial ends per wait: the others in flight
+        res = Tuner(t, t.space, budget="6trials", strategy="exhaustive", batch=4, remeasure=0,
+                    first=first, db=db, executor=CallerExecutor(t)).run()
+        configs = [m.config for m in db.measurements(res.workload)]
+    assert configs[:3] == first and len(configs) == 6 == len(set(configs))

@@ -193,8 +193,12 @@ class Tuner:
                     break
                 want = int(min(self.batch - len(running), left()))
                 if want > 0:
-                    asked = first[:want] if first else self.strategy.ask(want)
-                    del first[:want]
+                    asked: list[Config] | None
+                    if first:  # pending for the strategy, so it does not propose them too
+                        asked, first = first[:want], first[want:]
+                        self.strategy.pending.update(asked)
+                    else:
+                        asked = self.strategy.ask(want)
                     if asked is None:
                         if not running:
                             break
