@@ -111,13 +111,15 @@ def test_a_v1_database_is_migrated_with_its_data(pg_url: str) -> None:
     with engine.begin() as conn:  # back to the v1 shape
         conn.exec_driver_sql("DROP INDEX ix_trials_workload_value")
         conn.exec_driver_sql("ALTER TABLE trials DROP COLUMN strategy")
+        conn.exec_driver_sql("ALTER TABLE workloads DROP COLUMN space")
+        conn.exec_driver_sql("DROP TABLE claims")
         conn.exec_driver_sql("UPDATE tunex_meta SET value = '1'")
     with Database(pg_url) as db:
         assert db.measurements(MM) == ms and db.best(MM) == ms[3]
         assert db.record(MM, ok(Config(b=1), 1.0), strategy="tpe") == 5
         assert db.trials(MM)[-1].strategy == "tpe"
     with engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM tunex_meta").scalar() == "2"
+        assert conn.exec_driver_sql("SELECT value FROM tunex_meta").scalar() == "3"
         indexes = {i["name"] for i in sa.inspect(conn).get_indexes("trials")}
     engine.dispose()
     assert "ix_trials_workload_value" in indexes

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -21,10 +22,11 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
 
 from tunex.db import _schema as S
-from tunex.errors import DatabaseError
+from tunex.errors import DatabaseError, SpaceError
+from tunex.space import Space
 from tunex.trial import Config, Measurement, Status, Workload, canonical_json
 
-__all__ = ["EXPORT_FORMATS", "Database", "Trial"]
+__all__ = ["CLAIM_LEASE_S", "EXPORT_FORMATS", "Claims", "Database", "Trial", "claim_owner"]
 
 T = TypeVar("T")
 
@@ -52,6 +54,50 @@ _CONNECT_TIMEOUT_S = 5
 _WRITE_RETRIES = 30
 _PG_SCHEMA_LOCK = 0x74756E6578  # "tunex": serialises concurrent schema creation on a server
 _PG_RETRY_CODES = ("40001", "40P01")  # serialization failure, deadlock
+
+#: Seconds a claim counts without a heartbeat from its owner (a search heartbeats its claims
+#: several times per lease; a claim of a process that died on this host ends at once).
+CLAIM_LEASE_S = 120.0
+_HOST = socket.gethostname()
+
+
+def claim_owner() -> str:
+    """A new owner name for claims: ``host:pid:token``, unique per search."""
+    return f"{_HOST}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+def _owner_dead(owner: str) -> bool:
+    """Whether ``owner`` (see :func:`claim_owner`) was a process of this host that is gone."""
+    rest, _, _token = owner.rpartition(":")
+    host, _, pid = rest.rpartition(":")
+    if host != _HOST:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError, OverflowError):
+        return False
+    return False
+
+
+@dataclass(frozen=True)
+class Claims:
+    """What :meth:`Database.claim` gave.
+
+    Attributes:
+        granted: the keys now claimed by the caller, in the order asked.
+        measured: keys that already have a recorded trial.
+        busy: keys claimed by another live search.
+        full: the trial limit was reached before every key could be claimed.
+        used: trials recorded plus live claims of the workload, after this call.
+    """
+
+    granted: tuple[str, ...]
+    measured: tuple[str, ...]
+    busy: tuple[str, ...]
+    full: bool
+    used: int
 
 
 @dataclass(frozen=True)
@@ -119,6 +165,7 @@ class Database:
         self._sqlite = self._backend == "sqlite"
         self._lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         self._workload_ids: dict[str, int] = {}
+        self._spaces: dict[int, tuple[str, Space]] = {}
         self._engine: Engine | None = None
         #: Opened read-only: an archived database in a directory (or on a medium) this process
         #: cannot write; reading works, recording raises DatabaseError.
@@ -422,22 +469,161 @@ class Database:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def record(self, workload: Workload, m: Measurement, *, strategy: str | None = None) -> int:
+    def record(self, workload: Workload, m: Measurement, *, strategy: str | None = None,
+               claim: str | None = None) -> int:
         """Write one trial and commit it at once; return its number within the workload.
 
         Numbers are 1, 2, 3, ... in order of recording, without gaps, and unique even when
         several processes record into the same workload at once. Failed measurements are
-        recorded like any other.
+        recorded like any other. ``claim`` is the key the trial was claimed under
+        (:meth:`claim`); the claim ends in the same transaction.
+
+        Raises:
+            DatabaseError: the workload has a declared space (:meth:`declare_space`) and the
+                config is not one of its points; nothing is recorded.
         """
         values = _trial_values(m, strategy, time.time())
 
         def tx(conn: Connection, new_ids: dict[str, int]) -> int:
             wid = self._workload_id(conn, workload, new_ids)
             number = self._next_number(conn, wid)
+            space = self._stored_space(conn, wid)
+            if space is not None:
+                problems = space.violations(m.config)
+                if problems:
+                    raise DatabaseError(
+                        f"refused a trial of {workload.kernel}: {dict(m.config)} is not in the "
+                        f"workload's space ({'; '.join(problems)}); nothing was recorded")
             conn.execute(S.trials.insert().values(workload_id=wid, number=number, **values))
+            if claim is not None:
+                c = S.claims.c
+                conn.execute(S.claims.delete().where(c.workload_id == wid,
+                                                     c.config_key == claim))
             return number
 
         return self._write("record a trial in", tx)
+
+    # -- spaces --------------------------------------------------------------------------------
+
+    def declare_space(self, workload: Workload, space: Space) -> None:
+        """Keep ``space`` (bound) as the space of ``workload``: every trial recorded or imported
+        for it from now on must be one of its points. A search declares the space it searches
+        (replacing an older declaration: the code that runs is the truth). Constraints written
+        as Python callables cannot be stored; their parameters' domains still are."""
+        doc = _space_json(space)
+
+        def tx(conn: Connection, new_ids: dict[str, int]) -> None:
+            wid = self._workload_id(conn, workload, new_ids)
+            w = S.workloads.c
+            stored = conn.execute(sa.select(w.space).where(w.id == wid)).scalar()
+            if stored != doc:
+                conn.execute(S.workloads.update().where(w.id == wid).values(space=doc))
+            self._spaces[wid] = (doc, Space.from_dict(json.loads(doc)))
+
+        self._write("declare a space in", tx)
+
+    def space(self, workload: Workload) -> Space | None:
+        """The declared space of ``workload`` (:meth:`declare_space`), or None."""
+
+        def query(conn: Connection) -> Space | None:
+            wid = self._find_workload(conn, workload)
+            return None if wid is None else self._stored_space(conn, wid)
+
+        return self._read("read", query)
+
+    def _stored_space(self, conn: Connection, wid: int) -> Space | None:
+        w = S.workloads.c
+        doc = conn.execute(sa.select(w.space).where(w.id == wid)).scalar()
+        if doc is None:
+            return None
+        cached = self._spaces.get(wid)
+        if cached is not None and cached[0] == doc:
+            return cached[1]
+        try:
+            space = Space.from_dict(json.loads(doc))
+        except (ValueError, TypeError, SpaceError) as exc:
+            raise DatabaseError(
+                f"tuning database {self._shown} holds a damaged space for workload {wid} "
+                f"({_first_line(exc)}): run the search again to declare it anew, or pass "
+                "another --db") from exc
+        self._spaces[wid] = (doc, space)
+        return space
+
+    # -- claims --------------------------------------------------------------------------------
+
+    def claim(self, workload: Workload, keys: Sequence[str], *, owner: str,
+              limit: int | None = None, lease: float = CLAIM_LEASE_S) -> Claims:
+        """Claim configs (by :attr:`Config.key`, or any token for a repeat measurement) before
+        measuring them, in one transaction: a key already measured or claimed by another live
+        search is skipped, and no key is granted once the workload's trials plus live claims
+        reach ``limit``. So concurrent searches of one workload never measure a config twice
+        and together stop at exactly their trial budget.
+
+        Claims end when their trial is recorded (``record(..., claim=key)``), on
+        :meth:`release`, or when their owner sends no :meth:`heartbeat` for ``lease`` seconds
+        (at once when the owner was a process of this host that died).
+        """
+        now = time.time()
+
+        def tx(conn: Connection, new_ids: dict[str, int]) -> Claims:
+            wid = self._workload_id(conn, workload, new_ids)
+            if not self._sqlite:  # claimers of one workload queue on its row
+                conn.execute(sa.select(S.workloads.c.id).where(S.workloads.c.id == wid)
+                             .with_for_update())
+            c, t = S.claims.c, S.trials.c
+            live: dict[str, str] = {}
+            stale = []
+            for r in conn.execute(sa.select(c.config_key, c.owner, c.heartbeat_at)
+                                  .where(c.workload_id == wid)):
+                if now - r.heartbeat_at > lease or (r.owner != owner and _owner_dead(r.owner)):
+                    stale.append(r.config_key)
+                else:
+                    live[r.config_key] = r.owner
+            if stale:
+                conn.execute(S.claims.delete().where(c.workload_id == wid,
+                                                     c.config_key.in_(stale)))
+            recorded = int(conn.execute(sa.select(sa.func.count()).select_from(S.trials)
+                                        .where(t.workload_id == wid)).scalar_one())
+            wanted = list(dict.fromkeys(keys))
+            done = {r[0] for r in conn.execute(
+                sa.select(t.config_key).where(t.workload_id == wid, t.config_key.in_(wanted)))}
+            used = recorded + len(live)
+            granted, measured, busy, full = [], [], [], False
+            for key in wanted:
+                if key in done:
+                    measured.append(key)
+                elif key in live:
+                    (granted if live[key] == owner else busy).append(key)
+                elif limit is not None and used >= limit:
+                    full = True
+                    break
+                else:
+                    conn.execute(S.claims.insert().values(workload_id=wid, config_key=key,
+                                                          owner=owner, heartbeat_at=now))
+                    granted.append(key)
+                    used += 1
+            return Claims(tuple(granted), tuple(measured), tuple(busy), full, used)
+
+        return self._write("claim configs in", tx)
+
+    def heartbeat(self, owner: str) -> None:
+        """Keep ``owner``'s claims alive (a search calls it several times per lease)."""
+        c = S.claims.c
+
+        def tx(conn: Connection, new_ids: dict[str, int]) -> None:
+            conn.execute(S.claims.update().where(c.owner == owner)
+                         .values(heartbeat_at=time.time()))
+
+        self._write("renew claims in", tx)
+
+    def release(self, owner: str) -> None:
+        """End every claim of ``owner`` (a search that stops releases what it did not measure)."""
+        c = S.claims.c
+
+        def tx(conn: Connection, new_ids: dict[str, int]) -> None:
+            conn.execute(S.claims.delete().where(c.owner == owner))
+
+        self._write("release claims in", tx)
 
     def import_trials(self, path: str | os.PathLike[str] | IO[str]) -> int:
         """Import the trials of a ``json`` or ``jsonl`` :meth:`export`; return how many were new.
@@ -449,14 +635,25 @@ class Database:
         ``recorded_at`` are kept. CSV exports cannot be imported: they lack the full workload.
         """
         items = _read_export(path)
+        name = os.fspath(path) if isinstance(path, (str, os.PathLike)) else getattr(
+            path, "name", "<file>")
 
         def tx(conn: Connection, new_ids: dict[str, int]) -> int:
             t = S.trials.c
             present: dict[int, set[tuple[str, float]]] = {}
             next_number: dict[int, int] = {}
             rows: list[dict[str, Any]] = []
-            for workload, m, strategy, recorded_at in items:
+            checks: dict[int, Callable[[Config], list[str]]] = {}
+            for i, (workload, m, strategy, recorded_at) in enumerate(items, start=1):
                 wid = self._workload_id(conn, workload, new_ids)
+                if wid not in checks:
+                    checks[wid] = self._import_check(conn, wid, workload)
+                problems = checks[wid](m.config)
+                if problems:
+                    raise DatabaseError(
+                        f"{name}: record {i} does not belong to workload {workload.kernel} "
+                        f"{workload.problem}: {dict(m.config)} ({'; '.join(problems)}); nothing "
+                        "was imported. Fix or drop that record, or import into another --db")
                 if wid not in present:
                     next_number[wid] = self._next_number(conn, wid)
                     present[wid] = {
@@ -482,6 +679,43 @@ class Database:
             return len(rows)
 
         return self._write("import trials into", tx)
+
+    def _import_check(self, conn: Connection, wid: int, workload: Workload
+                      ) -> Callable[[Config], list[str]]:
+        """How an imported config of ``workload`` is checked: against its declared space; else
+        against the space tunex's kernel registry gives it (then declared, in this
+        transaction); else for the same parameters, each of one kind of value, as the
+        workload's other trials (so nothing a feature encoding would choke on gets in)."""
+        space = self._stored_space(conn, wid)
+        if space is None:
+            from tunex.kernel import known_space
+
+            space = known_space(workload)
+            if space is not None:
+                doc = _space_json(space)
+                conn.execute(S.workloads.update().where(S.workloads.c.id == wid)
+                             .values(space=doc))
+        if space is not None:
+            return space.violations
+        t = S.trials.c
+        first = conn.execute(sa.select(t.config).where(t.workload_id == wid)
+                             .order_by(t.number).limit(1)).scalar()
+        shape: dict[str, str] | None = (
+            _config_shape(Config.from_json(first)) if first is not None else None)
+
+        def consistent(config: Config) -> list[str]:
+            nonlocal shape
+            mine = _config_shape(config)
+            if shape is None:
+                shape = mine
+                return []
+            problems = [f"missing parameter {n!r}" for n in shape if n not in mine]
+            problems += [f"unknown parameter {n!r}" for n in mine if n not in shape]
+            problems += [f"{n}={config[n]!r} is a {mine[n]} where the workload's other trials "
+                         f"hold a {shape[n]}" for n in mine if n in shape and mine[n] != shape[n]]
+            return problems
+
+        return consistent
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -843,6 +1077,38 @@ def _json_default(value: Any) -> Any:
     return repr(value)  # a fact we cannot store faithfully must not stop a search
 
 
+def _plain_value(v: Any) -> bool:
+    if isinstance(v, list):
+        return all(_plain_value(x) for x in v)
+    return v is None or (isinstance(v, (bool, int, float, str)) and (
+        not isinstance(v, float) or v == v))
+
+
+def _config_shape(config: Config) -> dict[str, str]:
+    """Each parameter's kind of value: ``number``, ``bool``, ``str``, ``list`` or ``none``."""
+    def kind(v: Any) -> str:
+        if isinstance(v, bool):
+            return "bool"
+        if isinstance(v, (int, float)):
+            return "number"
+        if isinstance(v, str):
+            return "str"
+        if v is None:
+            return "none"
+        return "list"
+
+    return {k: kind(v) for k, v in config.items()}
+
+
+def _space_json(space: Space) -> str:
+    try:
+        doc = space.to_dict()
+    except SpaceError:  # callable constraints: keep the parameters' domains
+        doc = {"name": space.name, "params": [p.to_dict() for p in space.params],
+               "constraints": [], "problem": [], "bound": None, "partial": True}
+    return json.dumps(doc, sort_keys=True, default=_json_default)
+
+
 def _trial_values(m: Measurement, strategy: str | None, recorded_at: float) -> dict[str, Any]:
     return {
         "config_key": m.config.key,
@@ -955,8 +1221,15 @@ def _item_of(rec: Mapping[str, Any]) -> _Item:
     spec = rec["workload_spec"]
     if not isinstance(spec, Mapping):
         raise TypeError("workload_spec is not an object")
+    config = rec["config"]
+    if not isinstance(config, Mapping) or not config:
+        raise TypeError("config is not a non-empty object")
+    for k, v in config.items():
+        if not k or not _plain_value(v):
+            raise TypeError(f"config parameter {k!r} holds {v!r}: a parameter value is a "
+                            "number, string, bool or a list of them")
     m = Measurement(
-        config=Config(rec["config"]),
+        config=Config(config),
         status=Status(rec["status"]),
         times_ms=tuple(rec["times_ms"]),
         compile_ms=rec.get("compile_ms"),
