@@ -588,7 +588,10 @@ class Database:
             done = {r[0] for r in conn.execute(
                 sa.select(t.config_key).where(t.workload_id == wid, t.config_key.in_(wanted)))}
             used = recorded + len(live)
-            granted, measured, busy, full = [], [], [], False
+            granted: list[str] = []
+            measured: list[str] = []
+            busy: list[str] = []
+            full = False
             for key in wanted:
                 if key in done:
                     measured.append(key)
