@@ -176,28 +176,53 @@ def cmd_pack(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tunex.db import Database
-    from tunex.db.packs import export_pack, import_pack, load_pack
+    from tunex.db.packs import (
+        export_pack,
+        generate_key,
+        import_pack,
+        load_pack,
+        sign_pack,
+        trusted_keys,
+    )
 
-    if args.pack_cmd == "export":
+    trusted = trusted_keys(args.trust) if getattr(args, "trust", None) else None
+    if args.pack_cmd == "keygen":
+        key = generate_key(args.output)
+        print(f"wrote signing key {key} to {args.output} (keep it private) and its public key "
+              f"to {args.output}.pub (give it to your users: TUNEX_TRUSTED_KEYS)",
+              file=sys.stderr)
+    elif args.pack_cmd == "export":
         name = args.name or Path(args.output).stem
         with Database(args.db, create=False) as db:
             pack = export_pack(db, args.output, kernel=args.kernel, name=name,
-                               version=args.version)
+                               version=args.version, sign_with=args.sign)
+        signed = f", signed by key {pack.signer}" if pack.signer else ""
         print(f"wrote pack {pack.label} to {args.output}: {len(pack.entries)} workloads, "
-              f"{pack.checksum}", file=sys.stderr)
+              f"{pack.checksum}{signed}", file=sys.stderr)
+    elif args.pack_cmd == "sign":
+        pack = sign_pack(load_pack(args.pack, trusted=trusted), args.key).write(args.pack)
+        print(f"signed pack {pack.label} in {args.pack} with key {pack.signer}",
+              file=sys.stderr)
     elif args.pack_cmd == "import":
-        pack = load_pack(args.pack)
+        pack = load_pack(args.pack, trusted=trusted)
         with Database(args.db) as db:
-            n = import_pack(db, args.pack)
+            n = import_pack(db, args.pack, trusted=trusted)
         print(f"imported {n} new best configs of pack {pack.label} ({len(pack.entries)} "
               f"workloads) into {args.db}", file=sys.stderr)
     elif args.pack_cmd == "verify":
-        pack = load_pack(args.pack)
+        pack = load_pack(args.pack, trusted=trusted)
+        if pack.signer is None:
+            sig = "unsigned (no trusted keys configured, so it loads; sign packs you ship)"
+        elif pack.trusted:
+            sig = f"signed by trusted key {pack.signer}"
+        else:
+            sig = (f"signature valid, by key {pack.signer}; no trusted keys configured, so "
+                   "who signed it is not checked (--trust KEY.pub or TUNEX_TRUSTED_KEYS)")
         print(f"{args.pack}: pack {pack.label} is valid, schema ok, checksum ok "
               f"({pack.checksum}); {len(pack.entries)} workloads of "
-              f"{len(pack.kernels())} kernels")
+              f"{len(pack.kernels())} kernels; {sig}")
     elif args.pack_cmd == "show":
-        pack = load_pack(args.pack)
+        pack = load_pack(args.pack, trusted=trusted)
         if args.json:
             print(json.dumps(pack.to_dict(), indent=2))
             return 0
@@ -298,13 +323,27 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("--kernel", default=None, help="only this kernel's workloads")
     pe.add_argument("--name", default=None, help="pack name (default: the file's stem)")
     pe.add_argument("--version", default="0", help="pack version (default: 0)")
+    pe.add_argument("--sign", default=None, metavar="KEY",
+                    help="sign the pack with this private key (tunex pack keygen)")
+    pg = psub.add_parser("keygen", help="make an Ed25519 key pair to sign packs with")
+    pg.add_argument("-o", "--output", required=True,
+                    help="private key file to write (its public key goes to OUTPUT.pub)")
+    pn = psub.add_parser("sign", help="sign an existing pack (rewrites the file)")
+    pn.add_argument("pack")
+    pn.add_argument("--key", required=True, help="the private key (tunex pack keygen)")
+    trust_help = ("a public key (.pub) or folder of them to trust; repeatable (default: "
+                  "$TUNEX_TRUSTED_KEYS); with any, unsigned or otherwise signed packs are refused")
     pi = psub.add_parser("import", help="verify a pack and add its configs to a database")
     pi.add_argument("pack")
     pi.add_argument("--db", default="tunex.db", help="SQLite file or SQLAlchemy URL")
-    pv = psub.add_parser("verify", help="check a pack's format, schema and checksum")
+    pv = psub.add_parser("verify",
+                         help="check a pack's format, schema, checksum and signature")
     pv.add_argument("pack")
     ps = psub.add_parser("show", help="a pack's provenance and configs")
     ps.add_argument("pack")
+    for parser in (pi, pv, ps, pn):
+        parser.add_argument("--trust", action="append", default=None, metavar="KEY",
+                            help=trust_help)
     ps.add_argument("--json", action="store_true", help="print the verified document")
     pk.set_defaults(fn=cmd_pack)
 
