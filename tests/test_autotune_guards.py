@@ -65,7 +65,7 @@ def test_a_pack_config_outside_the_space_is_never_launched(db_path: Path, tmp_pa
     doc["entries"][0]["config"]["BLOCK"] = 8192  # not one of CONFIGS
     doc["checksum"] = _checksum({k: v for k, v in doc.items() if k != "checksum"})
     (tmp_path / "p.json").write_text(json.dumps(doc))
-    k, bench = make_add(tmp_path / "fresh.db")
+    k, _ = make_add(tmp_path / "fresh.db")
     load_packs(tmp_path / "p.json")
     with caplog.at_level("WARNING", logger="tunex.autotune"):
         call_add(k, 1000)
