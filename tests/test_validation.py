@@ -369,3 +369,33 @@ def test_a_search_ignores_poisoned_rows_recorded_before_spaces_were_kept(tmp_pat
     assert "ignoring 3 recorded trials" in caplog.text
     assert res.new_trials > 0
     db.close()
+
+
+def _tied(n: int):
+    from tunex.space import Choice, Space
+
+    return lambda: Space([Choice(f"p{i}", list(range(10))) for i in range(n)],
+                         [" + ".join(f"p{i}" for i in range(n)) + " < 40"])
+
+
+def test_a_space_that_cannot_be_counted_in_reasonable_time_is_refused_at_once():
+    from tunex.errors import SpaceError
+
+    start = time.monotonic()
+    with pytest.raises(SpaceError, match="Split such a constraint"):
+        _tied(8)()  # 10^8 points behind one constraint over all eight parameters
+    assert time.monotonic() - start < 5
+
+
+def test_slow_space_building_shows_progress_and_stops_at_its_limit(monkeypatch, caplog):
+    from tunex.errors import SpaceError
+    from tunex.space import _space
+
+    monkeypatch.setattr(_space, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setenv("TUNEX_SPACE_BUILD_S", "0.5")
+    start = time.monotonic()
+    with caplog.at_level("WARNING", logger="tunex"), pytest.raises(
+            SpaceError, match="took over 0 s and was stopped.*TUNEX_SPACE_BUILD_S"):
+        _tied(7)()
+    assert time.monotonic() - start < 10
+    assert "still counting the valid points" in caplog.text
