@@ -395,7 +395,7 @@ def test_slow_space_building_shows_progress_and_stops_at_its_limit(monkeypatch, 
     monkeypatch.setenv("TUNEX_SPACE_BUILD_S", "0.5")
     start = time.monotonic()
     with caplog.at_level("WARNING", logger="tunex"), pytest.raises(
-            SpaceError, match="took over 0 s and was stopped.*TUNEX_SPACE_BUILD_S"):
+            SpaceError, match=r"took over 0 s and was stopped.*TUNEX_SPACE_BUILD_S"):
         _tied(7)()
     assert time.monotonic() - start < 10
     assert "still counting the valid points" in caplog.text
