@@ -188,6 +188,8 @@ class Space:
         self._memo: list[dict[tuple[Any, ...], int]] = [{} for _ in range(n + 1)]
         self._memo_size = 0
         self._size: int | None = None
+        self._evals = 0
+        self._next_tick = 50_000
 
     def _ok(self, level: int, env: dict[str, Any]) -> bool:
         return all(c(env) for c in self._checks[level])
@@ -293,7 +295,6 @@ class Space:
             self._size = 0
             return 0
         self._build_clock()
-        self._evals, self._next_tick = 0, 50_000
         self._size = self._count(0, [], env)
         return self._size
 
