@@ -190,6 +190,7 @@ class Space:
         self._size: int | None = None
         self._evals = 0
         self._next_tick = 50_000
+        self._clock: tuple[float, float, int, list[float]] = (0.0, math.inf, 1, [math.inf])
 
     def _ok(self, level: int, env: dict[str, Any]) -> bool:
         return all(c(env) for c in self._checks[level])
