@@ -191,16 +191,18 @@ def test_tunex_search_ray_starts_a_local_instance(tmp_path):
     if not REPLAY.is_file():
         pytest.skip(f"{REPLAY} is absent")
     db = tmp_path / "x.db"
+    short = tempfile.mkdtemp(prefix="txray", dir="/tmp")  # Ray's unix sockets live there
     start = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "tunex.cli", "search", "--target", f"replay:{REPLAY}", "--ray",
          "--budget", "10trials", "--db", str(db), "-q"],
         capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={**os.environ, "RAY_ADDRESS": "local", "RAY_TMPDIR": str(tmp_path)})
+        env={**os.environ, "RAY_ADDRESS": "local", "RAY_TMPDIR": short})
     assert done.returncode == 0, done.stderr[-3000:]
     with sqlite3.connect(db) as con:
         (n,), = con.execute("select count(*) from trials")
         workers = {w for (w,) in con.execute("select worker from trials")}
+    shutil.rmtree(short, ignore_errors=True)
     assert n == 10
     assert all(w.endswith("/device0") for w in workers)
     assert time.monotonic() - start < 60
