@@ -18,13 +18,22 @@ from pathlib import Path
 import pytest
 
 from tunex.db import Database, Trial
+from tunex.errors import TunexError
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "benchmarks" / "data" / "matmul_H200_1024x1024x1024.json.gz"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def search(db: Path, budget: str, seed: int, *, noisy: bool = True,
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The database every search of a test writes: an SQLite file, or a PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "tune.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+def search(db: str, budget: str, seed: int, *, noisy: bool = True,
            strategy: str = "random") -> subprocess.Popen[str]:
     spec = f"replay:{RECORDED}" + (f"?noisy=1&seed={seed}" if noisy else "")
     return subprocess.Popen(
@@ -39,7 +48,7 @@ def finish(proc: subprocess.Popen[str]) -> str:
     return out
 
 
-def trials_of(db: Path) -> list[Trial]:
+def trials_of(db: str) -> list[Trial]:
     with Database(db, create=False) as d:
         (workload,) = d.workloads()
         return d.trials(workload)
@@ -53,8 +62,7 @@ def check_exact(trials: list[Trial], budget: int) -> None:
     assert max(searched.values()) == 1, [c for c, n in searched.items() if n > 1][:3]
 
 
-def test_concurrent_searches_of_one_workload_share_its_budget(tmp_path: Path) -> None:
-    db = tmp_path / "shared.db"
+def test_concurrent_searches_of_one_workload_share_its_budget(db: str) -> None:
     procs = [search(db, "80trials", seed) for seed in range(4)]
     for p in procs:
         finish(p)
@@ -66,8 +74,7 @@ def test_concurrent_searches_of_one_workload_share_its_budget(tmp_path: Path) ->
         assert d.claim(d.workloads()[0], ["probe"], owner="probe").used == 81
 
 
-def test_rerunning_a_finished_noisy_search_adds_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "again.db"
+def test_rerunning_a_finished_noisy_search_adds_nothing(db: str) -> None:
     finish(search(db, "40trials", 1))
     first = trials_of(db)
     check_exact(first, 40)
@@ -77,8 +84,7 @@ def test_rerunning_a_finished_noisy_search_adds_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_tuner_killed_at_random_points_resumes_to_exactly_its_budget(tmp_path: Path) -> None:
-    db = tmp_path / "killed.db"
+def test_a_tuner_killed_at_random_points_resumes_to_exactly_its_budget(db: str) -> None:
     budget = 400
     rng = random.Random(7)
     kills = 0
@@ -86,14 +92,13 @@ def test_a_tuner_killed_at_random_points_resumes_to_exactly_its_budget(tmp_path:
         proc = search(db, f"{budget}trials", kills, noisy=True, strategy="model")
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
-            if db.exists():
-                try:
-                    with Database(db, create=False) as d:
-                        ws = d.workloads()
-                        if ws and d.count(ws[0]) >= threshold:
-                            break
-                except Exception:  # the schema is being created by the search
-                    pass
+            try:
+                with Database(db, create=False) as d:
+                    ws = d.workloads()
+                    if ws and d.count(ws[0]) >= threshold:
+                        break
+            except TunexError:  # not created yet by the search
+                pass
             time.sleep(rng.uniform(0.0, 0.05))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)

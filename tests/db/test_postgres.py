@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,20 +25,6 @@ from .test_database import (
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-def pg_url(postgres_url: str) -> Iterator[str]:
-    """A fresh, empty database on the session's server."""
-    pytest.importorskip("psycopg")
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        yield sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
-    finally:
-        admin.dispose()
 
 
 def test_round_trip_numbers_and_ranking(pg_url: str) -> None:
