@@ -136,8 +136,17 @@ def cmd_db(args: argparse.Namespace) -> int:
     # importing may start a database; reading one must not create it
     with Database(args.db, create=args.db_cmd == "import") as db:
         if args.db_cmd == "export":
+            from tunex.db import find_workloads
+
             out = sys.stdout if args.output in (None, "-") else args.output
-            n = db.export(out, format=args.format)
+            fmt = args.format or None
+            if out is sys.stdout:
+                fmt = fmt or "csv"
+                if fmt == "parquet" and sys.stdout.isatty():
+                    raise TunexError("parquet is binary: write it to a file with -o FILE")
+            one = (find_workloads(db, args.workload, kernel=args.kernel)[0]
+                   if args.workload else None)
+            n = db.export(out, format=fmt, workload=one, kernel=args.kernel)
             if out is not sys.stdout:
                 print(f"wrote {n} trials to {args.output}", file=sys.stderr)
         elif args.db_cmd == "import":
@@ -277,8 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("db", help="inspect, export and import a tuning database")
     dsub = d.add_subparsers(dest="db_cmd", required=True)
     e = dsub.add_parser("export", help="every trial, one row each, in order")
-    e.add_argument("--format", default="csv", choices=["csv", "json", "jsonl"])
+    e.add_argument("--format", default=None, choices=["csv", "json", "jsonl", "parquet"],
+                   help="default: from the file's suffix, else csv")
     e.add_argument("-o", "--output", default=None, help="file (default: standard output)")
+    e.add_argument("--kernel", default=None, help="only this kernel's trials")
+    e.add_argument("--workload", default=None, metavar="ID",
+                   help="only this workload's trials (digest or a unique prefix)")
     i = dsub.add_parser("import", help="trials from a json/jsonl export")
     i.add_argument("file")
     b = dsub.add_parser("best", help="best config per workload")
