@@ -232,6 +232,19 @@ def cmd_pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """``tunex report``: one self-contained HTML page of a database's searches."""
+    from tunex.db import Database
+    from tunex.report import write_report
+
+    with Database(args.db, create=False) as db:
+        n = write_report(db, args.output, args.workload, kernel=args.kernel,
+                         spaces=args.space or ())
+    print(f"wrote the report of {n} workload{'s' if n != 1 else ''} to {args.output}",
+          file=sys.stderr)
+    return 0
+
+
 def cmd_strategies(args: argparse.Namespace) -> int:
     from tunex.search import DEFAULT_STRATEGY, available_strategies
 
@@ -320,6 +333,18 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("pack")
     ps.add_argument("--json", action="store_true", help="print the verified document")
     pk.set_defaults(fn=cmd_pack)
+
+    rp = sub.add_parser("report", help="an HTML page of the searches in a database (plots, "
+                        "top configs, parameter importances, cost model quality)")
+    rp.add_argument("--db", default="tunex.db", help="SQLite file or SQLAlchemy URL")
+    rp.add_argument("--workload", default=None, metavar="ID",
+                    help="only this workload (digest or a unique prefix; default: all)")
+    rp.add_argument("--kernel", default=None, help="only this kernel's workloads")
+    rp.add_argument("-o", "--output", default="report.html", help="the HTML file to write")
+    rp.add_argument("--space", action="append", metavar="PATH",
+                    help="a recorded space that a workload replayed: its optimum is drawn "
+                    "(repeatable)")
+    rp.set_defaults(fn=cmd_report)
 
     st = sub.add_parser("strategies", help="list search strategies")
     st.set_defaults(fn=cmd_strategies)
