@@ -245,6 +245,30 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``tunex doctor``: what this machine offers, each missing piece with what installs it."""
+    from tunex.doctor import diagnose, environment
+
+    checks = diagnose(db=args.db, ray_address=args.ray)
+    if args.json:
+        print(json.dumps({"checks": [c.to_dict() for c in checks],
+                          "environment": environment()}, indent=2))
+        return 0
+    from rich.console import Console
+
+    mark = {"ok": "[green]ok     [/]", "missing": "[red]missing[/]", "none": "[yellow]none   [/]"}
+    console = Console(highlight=False)
+    wide = max(len(c.name) for c in checks)
+    for c in checks:
+        console.print(f"{c.area:<9}{c.name:<{wide + 2}}{mark.get(c.state, c.state)}  {c.detail}",
+                      markup=True, soft_wrap=True)
+        if c.fix and c.state != "ok":
+            console.print(f"{'':<{wide + 20}}-> {c.fix}", soft_wrap=True)
+    for name, value in environment().items():
+        console.print(f"{name}={value}", highlight=False)
+    return 0
+
+
 def cmd_strategies(args: argparse.Namespace) -> int:
     from tunex.search import DEFAULT_STRATEGY, available_strategies
 
@@ -345,6 +369,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a recorded space that a workload replayed: its optimum is drawn "
                     "(repeatable)")
     rp.set_defaults(fn=cmd_report)
+
+    dr = sub.add_parser("doctor", help="what this machine offers tunex (GPUs, Triton, RISC-V "
+                        "toolchain, Ray, database) and what installs each missing piece")
+    dr.add_argument("--db", default="tunex.db", help="the database to look at")
+    dr.add_argument("--ray", default=None, metavar="ADDRESS",
+                    help="the Ray cluster to try (default: RAY_ADDRESS or this machine's)")
+    dr.add_argument("--json", action="store_true", help="print the findings as JSON")
+    dr.set_defaults(fn=cmd_doctor)
 
     st = sub.add_parser("strategies", help="list search strategies")
     st.set_defaults(fn=cmd_strategies)
