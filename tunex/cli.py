@@ -146,10 +146,19 @@ def cmd_db(args: argparse.Namespace) -> int:
                     raise TunexError("parquet is binary: write it to a file with -o FILE")
             one = (find_workloads(db, args.workload, kernel=args.kernel)[0]
                    if args.workload else None)
+            if fmt in ("kernel_tuner", "t4"):
+                return _export_kt(db, args, one, fmt)
             n = db.export(out, format=fmt, workload=one, kernel=args.kernel)
             if out is not sys.stdout:
                 print(f"wrote {n} trials to {args.output}", file=sys.stderr)
         elif args.db_cmd == "import":
+            from tunex.interop import import_cache, is_cache
+
+            if is_cache(args.file):
+                w, n = import_cache(db, args.file)
+                print(f"imported {n} trials of Kernel Tuner cache {args.file} into {args.db} "
+                      f"(workload {w.digest}, {w.kernel})", file=sys.stderr)
+                return 0
             n = db.import_trials(args.file)
             print(f"imported {n} trials into {args.db}", file=sys.stderr)
         elif args.db_cmd == "best":
@@ -177,6 +186,25 @@ def cmd_db(args: argparse.Namespace) -> int:
                 t.add_row(w.digest, w.kernel, json.dumps(w.problem), json.dumps(w.target),
                           str(db.count(w)))
             Console().print(t)
+    return 0
+
+
+def _export_kt(db: Any, args: argparse.Namespace, one: Any, fmt: str) -> int:
+    """``db export --format kernel_tuner|t4``: one workload as a Kernel Tuner file."""
+    from tunex.db import find_workloads
+    from tunex.interop import export_cache, export_t4
+
+    if one is None:
+        found = find_workloads(db, kernel=args.kernel)
+        if len(found) != 1:
+            raise TunexError(f"a {fmt} file holds one workload and {len(found)} match: pass "
+                             "--workload ID (tunex db workloads lists them)")
+        one = found[0]
+    if args.output in (None, "-"):
+        raise TunexError(f"write the {fmt} file with -o FILE (.json, or .json.gz)")
+    n = (export_cache if fmt == "kernel_tuner" else export_t4)(db, one, args.output)
+    print(f"wrote {n} {'entries' if fmt == 'kernel_tuner' else 'results'} of workload "
+          f"{one.digest} ({one.kernel}) to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -323,13 +351,16 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("db", help="inspect, export and import a tuning database")
     dsub = d.add_subparsers(dest="db_cmd", required=True)
     e = dsub.add_parser("export", help="every trial, one row each, in order")
-    e.add_argument("--format", default=None, choices=["csv", "json", "jsonl", "parquet"],
-                   help="default: from the file's suffix, else csv")
+    e.add_argument("--format", default=None,
+                   choices=["csv", "json", "jsonl", "parquet", "kernel_tuner", "t4"],
+                   help="default: from the file's suffix, else csv; kernel_tuner (a cache "
+                   "file) and t4 (FAIR T4 results) hold one workload")
     e.add_argument("-o", "--output", default=None, help="file (default: standard output)")
     e.add_argument("--kernel", default=None, help="only this kernel's trials")
     e.add_argument("--workload", default=None, metavar="ID",
                    help="only this workload's trials (digest or a unique prefix)")
-    i = dsub.add_parser("import", help="trials from a json/jsonl export")
+    i = dsub.add_parser("import", help="trials from a json/jsonl export, or a Kernel Tuner "
+                        "cache file (.json or .json.gz)")
     i.add_argument("file")
     b = dsub.add_parser("best", help="best config per workload")
     b.add_argument("--json", action="store_true")
