@@ -17,7 +17,7 @@ migrated on open, newer ones are refused with a message saying to upgrade tunex.
 from __future__ import annotations
 
 from tunex.db._database import EXPORT_FORMATS, Database, Trial
-from tunex.db._frames import find_workloads, problem_label, to_dataframe
+from tunex.db._frames import find_workloads, problem_label, target_label, to_dataframe
 from tunex.db._schema import SCHEMA_VERSION
 from tunex.db.packs import (
     PACK_FORMAT,
@@ -33,5 +33,5 @@ from tunex.db.packs import (
 __all__ = [
     "EXPORT_FORMATS", "PACK_FORMAT", "PACK_SCHEMA", "SCHEMA_VERSION", "Database", "Pack",
     "PackEntry", "PackMatch", "Trial", "export_pack", "find_workloads", "import_pack",
-    "load_pack", "problem_label", "to_dataframe",
+    "load_pack", "problem_label", "target_label", "to_dataframe",
 ]

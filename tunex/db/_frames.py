@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from tunex.db._database import Database
 
-__all__ = ["find_workloads", "problem_label", "to_dataframe", "write_parquet"]
+__all__ = ["find_workloads", "problem_label", "target_label", "to_dataframe", "write_parquet"]
 
 _TIMES = ("started_at", "ended_at", "recorded_at")
 
@@ -22,6 +22,13 @@ def problem_label(workload: Workload) -> str:
     """A workload's problem as people write it: ``M=256 N=256 K=256`` (JSON for nested values)."""
     return " ".join(f"{k}={v if isinstance(v, (int, float, str)) else canonical_json(v)}"
                     for k, v in workload.problem.items()) or "-"
+
+
+def target_label(workload: Workload) -> str:
+    """A workload's target in a few words: its device and architecture (or core)."""
+    t = dict(workload.target)
+    parts = [str(t[k]) for k in ("device", "arch", "core") if k in t]
+    return " ".join(parts) or canonical_json(t)
 
 
 def find_workloads(db: Database, workload: str | Workload | None = None, *,

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from tunex.db import Database, find_workloads, problem_label
+from tunex.db import Database, find_workloads, problem_label, target_label
 from tunex.errors import TunexError
 from tunex.report._analysis import WorkloadReport, analyse, config_text, fmt_value, optimum_of
 from tunex.trial import Workload
@@ -116,19 +116,13 @@ def _index(reports: Sequence[WorkloadReport]) -> str:
         best = _ms(r.top[0].value) if r.top else "-"
         strategies = ", ".join(sorted({s.strategy for s in r.series}))
         rows.append(f"<tr><td><a href='#w-{w.digest}'>{_e(w.kernel)}</a></td>"
-                    f"<td>{_e(problem_label(w))}</td><td>{_e(_target(w))}</td>"
+                    f"<td>{_e(problem_label(w))}</td><td>{_e(target_label(w))}</td>"
                     f"<td class='n'>{len(r.trials)}</td><td class='n'>{len(r.ok)}</td>"
                     f"<td class='n'>{best}</td><td>{_e(strategies)}</td>"
                     f"<td><code>{w.digest}</code></td></tr>")
     return ("<nav><h2>Workloads</h2><table><thead><tr><th>kernel</th><th>problem</th>"
             "<th>target</th><th>trials</th><th>ok</th><th>best</th><th>strategies</th>"
             "<th>workload</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></nav>")
-
-
-def _target(w: Workload) -> str:
-    t = dict(w.target)
-    parts = [str(t.pop(k)) for k in ("device", "arch", "core") if k in t]
-    return " ".join(parts) or json.dumps(t)
 
 
 def _section(r: WorkloadReport, figures: list[tuple[str, str, str, str | None, str | None]]
