@@ -88,10 +88,17 @@ def cmd_search(args: argparse.Namespace) -> int:
         executor = LocalExecutor(target, LocalOptions(**local, **timeouts))
     quiet = args.quiet or args.json
     with Database(args.db) as db, executor:
+        hooks: list[Any] = [] if quiet or console.is_terminal else [_TrialLog(budget)]
+        if args.optuna_storage:
+            from tunex.interop import OptunaMirror
+
+            mirror = OptunaMirror(args.optuna_storage, space, workload)
+            mirror.sync(db.measurements(workload))  # a resumed search: its earlier trials
+            hooks.append(mirror)
         tuner = Tuner(target, space, workload=workload, db=db, strategy=args.strategy,
                       budget=budget, executor=executor, batch=args.batch, seed=args.seed,
                       patience=args.patience, transfer=not args.no_transfer,
-                      on_trial=None if quiet or console.is_terminal else _TrialLog(budget),
+                      on_trial=(lambda m, n: [h(m, n) for h in hooks]) if hooks else None,
                       progress=not quiet and console.is_terminal)
         if not quiet:
             from tunex.db import problem_label
@@ -451,6 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after this many trials without a 1%% gain")
     s.add_argument("--no-transfer", action="store_true",
                    help="do not warm-start from other workloads in the database")
+    s.add_argument("--optuna-storage", default=None, metavar="URL",
+                   help="mirror each trial into this Optuna storage as it ends (e.g. "
+                   "sqlite:///optuna.db), to watch the search in optuna-dashboard")
     s.add_argument("-q", "--quiet", action="store_true", help="print one JSON line, no table")
     s.add_argument("--json", action="store_true",
                    help="print the final summary as JSON (no progress, no table)")
