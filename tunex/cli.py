@@ -98,7 +98,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         tuner = Tuner(target, space, workload=workload, db=db, strategy=args.strategy,
                       budget=budget, executor=executor, batch=args.batch, seed=args.seed,
                       patience=args.patience, transfer=not args.no_transfer,
-                      on_trial=(lambda m, n: [h(m, n) for h in hooks]) if hooks else None,
+                      on_trial=_each(hooks) if hooks else None,
                       progress=not quiet and console.is_terminal)
         if not quiet:
             from tunex.db import problem_label
@@ -114,6 +114,13 @@ def cmd_search(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 130
     return 0
+
+
+def _each(hooks: list[Any]) -> Any:
+    def on_trial(m: Any, number: int) -> None:
+        for hook in hooks:
+            hook(m, number)
+    return on_trial
 
 
 class _TrialLog:
