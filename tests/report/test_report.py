@@ -192,3 +192,15 @@ def test_report_errors_are_one_line(tmp_path: Path, capsys) -> None:
     assert main(["report", "--db", str(tmp_path / "few.db"), "-o", str(out)]) == 0
     text = out.read_text()  # one trial: the plots that need more say why they are missing
     assert "Not shown: the configs of this workload vary in no parameter." in text
+
+
+def test_convergence_by_wall_time_follows_when_trials_ended(tmp_path: Path) -> None:
+    """Parallel trials end out of trial order: the wall-time line is ordered by end time."""
+    w = Workload("toy")
+    with Database(tmp_path / "par.db") as db:
+        for a, t, ended in ((1, 5.0, 30.0), (2, 1.0, 20.0), (3, 3.0, 10.0)):
+            db.record(w, Measurement(Config(a=a), Status.OK, (t,), started_at=0.0,
+                                     ended_at=ended), strategy="model")
+        (s,) = analyse(db, w).series
+    assert s.best_ms == [5.0, 1.0, 1.0]  # by trial number
+    assert s.seconds == [10.0, 20.0, 30.0] and s.best_by_time == [3.0, 1.0, 1.0]

@@ -25,8 +25,9 @@ class Series:
     """Best time so far of one strategy's trials, by its own trial count and by wall time."""
 
     strategy: str
-    best_ms: list[float]  # nan until the first ok trial
-    seconds: list[float]  # since the strategy's first trial started
+    best_ms: list[float]  # after each of its trials in trial order; nan until the first ok
+    seconds: list[float]  # when each trial ended, since the strategy's first trial started
+    best_by_time: list[float]  # the best among the trials ended by then
 
 
 @dataclass
@@ -123,13 +124,19 @@ def _series(trials: Sequence[Trial]) -> list[Series]:
     out = []
     for label, ts in groups.items():
         start = min(t.measurement.started_at for t in ts)
-        best = math.inf
-        ys, xs = [], []
-        for t in ts:
-            best = min(best, t.measurement.value)
-            ys.append(best if math.isfinite(best) else math.nan)
-            xs.append(max(0.0, t.measurement.ended_at - start))
-        out.append(Series(label, ys, xs))
+        by_time = sorted(ts, key=lambda t: t.measurement.ended_at)  # parallel trials overlap
+        out.append(Series(label, _running_best(ts),
+                          [max(0.0, t.measurement.ended_at - start) for t in by_time],
+                          _running_best(by_time)))
+    return out
+
+
+def _running_best(trials: Sequence[Trial]) -> list[float]:
+    best = math.inf
+    out = []
+    for t in trials:
+        best = min(best, t.measurement.value)
+        out.append(best if math.isfinite(best) else math.nan)
     return out
 
 

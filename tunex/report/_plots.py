@@ -66,7 +66,7 @@ def convergence_trials(r: WorkloadReport) -> str:
 def convergence_time(r: WorkloadReport) -> str:
     fig, (ax,) = _figure()
     for s in r.series:
-        ax.step(s.seconds, s.best_ms, where="post", label=s.strategy)
+        ax.step(s.seconds, s.best_by_time, where="post", label=s.strategy)
     _optimum(ax, r.optimum_ms)
     _log_if_wide(ax, [y for s in r.series for y in s.best_ms])
     ax.set(xlabel="wall time since the strategy's first trial (s)",
