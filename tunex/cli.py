@@ -161,10 +161,9 @@ def _summary(result: Any) -> dict[str, Any]:
 def _report(console: Any, result: Any, space: Any, args: argparse.Namespace) -> None:
     from rich.table import Table
 
-    if args.json:
-        print(json.dumps(_summary(result), indent=2))
+    if args.json or args.quiet:  # -q: the same summary on one line
+        print(json.dumps(_summary(result), indent=2 if args.json else None))
         return
-
     t = Table(title=f"{result.workload.kernel}: best of {result.trials} trials", show_header=False)
     if result.best is not None:
         for k, v in result.best.config.items():
@@ -178,13 +177,7 @@ def _report(console: Any, result: Any, space: Any, args: argparse.Namespace) -> 
               f"from it, without a trial); stopped: {result.stopped}")
     if result.failures:
         t.add_row("failures", ", ".join(f"{k}: {v}" for k, v in sorted(result.failures.items())))
-    if args.quiet:
-        best = result.best
-        print(json.dumps({"workload": result.workload.digest, "trials": result.trials,
-                          "best_ms": None if best is None else best.value,
-                          "config": None if best is None else best.config.to_dict()}))
-    else:
-        console.print(t)
+    console.print(t)
 
 
 def cmd_db(args: argparse.Namespace) -> int:
@@ -468,7 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--optuna-storage", default=None, metavar="URL",
                    help="mirror each trial into this Optuna storage as it ends (e.g. "
                    "sqlite:///optuna.db), to watch the search in optuna-dashboard")
-    s.add_argument("-q", "--quiet", action="store_true", help="print one JSON line, no table")
+    s.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress and no table: the --json summary on one line")
     s.add_argument("--json", action="store_true",
                    help="print the final summary as JSON (no progress, no table)")
     s.set_defaults(fn=cmd_search)
