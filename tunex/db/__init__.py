@@ -11,11 +11,13 @@ migrated on open, newer ones are refused with a message saying to upgrade tunex.
     with Database("tunex.db") as db:
         number = db.record(workload, measurement, strategy="tpe")
         best = db.best(workload)
+        trials = to_dataframe(db)  # pandas, one row per trial
 """
 
 from __future__ import annotations
 
 from tunex.db._database import EXPORT_FORMATS, Database, Trial
+from tunex.db._frames import find_workloads, problem_label, target_label, to_dataframe
 from tunex.db._schema import SCHEMA_VERSION
 from tunex.db.packs import (
     PACK_FORMAT,
@@ -30,5 +32,6 @@ from tunex.db.packs import (
 
 __all__ = [
     "EXPORT_FORMATS", "PACK_FORMAT", "PACK_SCHEMA", "SCHEMA_VERSION", "Database", "Pack",
-    "PackEntry", "PackMatch", "Trial", "export_pack", "import_pack", "load_pack",
+    "PackEntry", "PackMatch", "Trial", "export_pack", "find_workloads", "import_pack",
+    "load_pack", "problem_label", "target_label", "to_dataframe",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import datetime
 import itertools
 import json
 import os
@@ -31,7 +32,7 @@ __all__ = ["CLAIM_LEASE_S", "EXPORT_FORMATS", "Claims", "Database", "Trial", "cl
 T = TypeVar("T")
 
 #: Formats accepted by :meth:`Database.export`; only the JSON ones can be imported again.
-EXPORT_FORMATS = ("csv", "json", "jsonl")
+EXPORT_FORMATS = ("csv", "json", "jsonl", "parquet")
 
 _HEAD = ("trial", "status", "time_ms")
 _TAIL = (
@@ -862,18 +863,21 @@ class Database:
 
     # -- export --------------------------------------------------------------------------------
 
-    def export_rows(self, workload: Workload | None = None) -> list[dict[str, Any]]:
-        """One flat dict per trial (of ``workload``, or of every workload), in trial order.
+    def export_rows(self, workload: Workload | None = None, *,
+                    kernel: str | None = None) -> list[dict[str, Any]]:
+        """One flat dict per trial (of ``workload``, or of every workload; only ``kernel``'s
+        when given), in trial order.
 
         Keys, in order: ``trial``, ``status``, ``time_ms`` (median runtime, None for a failed
         trial), one key per config parameter (sorted; a parameter whose name clashes with one of
         these keys is named ``config.<name>``), then ``workload`` (its digest), ``kernel``,
         ``compile_ms``, ``worker``, ``strategy``, ``error``, ``started_at``, ``ended_at``.
         """
-        return [row for row, _ in self._export(workload)]
+        return [row for row, _ in self._export(workload, kernel)]
 
-    def _export(self, workload: Workload | None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        rows = self._read("export", lambda conn: self._trial_rows(conn, workload))
+    def _export(self, workload: Workload | None, kernel: str | None = None
+                ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        rows = self._read("export", lambda conn: self._trial_rows(conn, workload, kernel=kernel))
         out = []
         for wl, group in _grouped(rows):
             spec = wl.to_dict()
@@ -912,6 +916,7 @@ class Database:
         *,
         format: str | None = None,
         workload: Workload | None = None,
+        kernel: str | None = None,
     ) -> int:
         """Write the trials (of ``workload``, or all) to a file; return the number of rows.
 
@@ -921,23 +926,31 @@ class Database:
                 text, None as an empty cell), ``"json"`` (a list of objects) or ``"jsonl"``
                 (one object per line). The JSON objects hold the keys of :meth:`export_rows`
                 plus ``config``, ``times_ms``, ``facts``, ``workload_spec`` and ``recorded_at``,
-                so :meth:`import_trials` can rebuild every trial exactly. Default: from the
-                file's suffix, else csv.
+                so :meth:`import_trials` can rebuild every trial exactly. ``"parquet"``: the
+                typed table of :func:`tunex.db.to_dataframe` (needs pyarrow). Default: from
+                the file's suffix, else csv. CSV and parquet write times as dates (UTC), the
+                JSON formats as seconds since the epoch.
             workload: only this workload's trials.
+            kernel: only this kernel's trials.
         """
         fmt = format or _format_from_suffix(path_or_file)
         if fmt not in EXPORT_FORMATS:
             raise DatabaseError(
                 f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}"
             )
-        records = self._export(workload)
+        if fmt == "parquet":
+            from tunex.db._frames import write_parquet
+
+            return write_parquet(self, path_or_file, workload=workload, kernel=kernel)
+        records = self._export(workload, kernel)
         with _opened(path_or_file) as f:
             if fmt == "csv":
                 params = sorted({k for row, _ in records for k in row} - set(_HEAD + _TAIL))
                 writer = csv.DictWriter(f, fieldnames=[*_HEAD, *params, *_TAIL])
                 writer.writeheader()
                 for row, _ in records:
-                    writer.writerow({k: _csv_cell(v) for k, v in row.items()})
+                    writer.writerow({k: _iso(v) if k in ("started_at", "ended_at")
+                                     else _csv_cell(v) for k, v in row.items()})
             else:
                 lines = [json.dumps({**row, **full}) for row, full in records]
                 if fmt == "jsonl":
@@ -1170,6 +1183,12 @@ def _opened(path_or_file: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]
             ) from exc
     else:
         yield path_or_file
+
+
+def _iso(seconds: float) -> str:
+    """A timestamp as ISO 8601 in UTC, to the microsecond: readable, and sorts as text."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(
+        timespec="microseconds")
 
 
 def _csv_cell(value: Any) -> Any:
