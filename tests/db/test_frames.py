@@ -25,11 +25,12 @@ def db(tmp_path: Path):
 
 def test_dataframe_has_one_typed_row_per_trial(db: Database) -> None:
     ms = fill(db)
+    db.record(MM2, ok(Config(block=8, order=(0, 1, 2), vec=True, scale=0.1), 4.0))
     df = to_dataframe(db)
-    assert len(df) == 7 and list(df["trial"]) == [1, 2, 3, 4, 5, 6, 1]
+    assert len(df) == 8 and list(df["trial"]) == [1, 2, 3, 4, 5, 6, 1, 1]
     assert list(df.columns[:3]) == ["trial", "status", "time_ms"]
     assert str(df["block"].dtype) == "Int64" and str(df["vec"].dtype) == "boolean"
-    assert str(df["scale"].dtype) == "Float64" and df["scale"].isna().sum() == 6
+    assert str(df["scale"].dtype) == "Float64" and df["scale"].isna().sum() == 7
     assert df["order"][0] == (2, 0, 1)  # a permutation stays a tuple
     assert str(df["started_at"].dtype) == "datetime64[ns, UTC]"
     assert df["started_at"][0] == pd.Timestamp(ms[0].started_at, unit="s", tz="UTC")
@@ -38,7 +39,7 @@ def test_dataframe_has_one_typed_row_per_trial(db: Database) -> None:
     assert json.loads(df["facts"][0]) == {"regs": 96, "smem": 49152, "spills": [0, 1]}
     assert df["problem"][0] == "M=1024 N=512 dtype=fp16" and df["kernel"][6] == "conv"
     assert df["config.status"][6] == "clash"  # a parameter named like a column
-    assert list(df["status"]) == [m.status.value for m in ms] + ["ok"]
+    assert list(df["status"]) == [m.status.value for m in ms] + ["ok", "ok"]
 
 
 def test_dataframe_of_one_workload_by_digest_prefix(db: Database) -> None:
@@ -56,8 +57,9 @@ def test_dataframe_of_one_workload_by_digest_prefix(db: Database) -> None:
 def test_parquet_keeps_every_trial(db: Database, tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     fill(db)
+    db.record(MM2, ok(Config(block=8, order=(0, 1, 2), vec=True, scale=0.1), 4.0))
     path = tmp_path / "trials.parquet"
-    assert db.export(path) == 7  # format from the suffix
+    assert db.export(path) == 8  # format from the suffix
     back = pd.read_parquet(path)
     df = to_dataframe(db)
     assert list(back.columns) == list(df.columns)
