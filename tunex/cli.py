@@ -331,9 +331,12 @@ def cmd_pack(args: argparse.Namespace) -> int:
         from rich.table import Table
 
         prov = dict(pack.provenance)
+        def listed(value: Any) -> str:  # provenance is free-form: show what is there
+            items = value if isinstance(value, list) else [value] if value else []
+            return ", ".join(str(v) for v in items) or "?"
+
         t = Table(title=f"pack {pack.label} ({pack.created_at}; tunex {prov.get('tunex')}, "
-                        f"Triton {', '.join(prov.get('triton') or []) or '?'}, CUDA "
-                        f"{', '.join(prov.get('cuda') or []) or '?'})")
+                        f"Triton {listed(prov.get('triton'))}, CUDA {listed(prov.get('cuda'))})")
         for col in ("kernel", "problem", "device", "median (ms)", "spread", "repeats", "config"):
             t.add_column(col)
         from tunex.db.packs import target_arch, target_device
