@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from tunex.cluster import Executor, InlineExecutor
 from tunex.db import Database
-from tunex.db._database import CLAIM_LEASE_S, Claims, claim_owner
+from tunex.db._records import CLAIM_LEASE_S, Claims, claim_owner
 from tunex.errors import BudgetError, TunexError
 from tunex.search import DEFAULT_STRATEGY, SearchStrategy, get_strategy
 from tunex.space import Space
