@@ -165,9 +165,12 @@ class TritonKernel(Kernel):
         the same thing compares (:func:`kernels.matmul.matmul`)."""
         return self.tuned.known(self.problem_key(problem))[2]
 
+    def target_facts(self, target: Mapping[str, Any]) -> dict[str, Any]:
+        return device_facts(target)
+
     def _bind_workload(self, space: Space, workload: Workload) -> Space:
         return self.bind(space, self.representative(workload.problem),
-                         device_facts(workload.target))
+                         self.target_facts(workload.target))
 
     @cached_property
     def _launch_names(self) -> tuple[str, ...]:

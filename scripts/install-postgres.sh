@@ -16,31 +16,10 @@ if initdb=$(find_initdb) && [ -n "$initdb" ]; then
     exit 0
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then
-        exec sudo -E "$0" "$@"
-    fi
-    echo "install-postgres.sh: run as root (or install sudo) to apt-get install postgresql" >&2
-    exit 1
-fi
-
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-postgres.sh: no apt-get here; install PostgreSQL with this system's package" \
-         "manager so that initdb and pg_ctl are on disk" >&2
-    exit 1
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-install() {
-    apt-get install -y --no-install-recommends postgresql
-}
-
-if ! install; then
-    echo "install-postgres.sh: installing from the current package lists failed;" \
-         "running apt-get update and trying again" >&2
-    apt-get update
-    install
-fi
+name=install-postgres.sh
+# shellcheck source=scripts/_apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_apt.sh"
+apt_install postgresql
 
 if ! initdb=$(find_initdb) || [ -z "$initdb" ]; then
     echo "install-postgres.sh: postgresql installed but no /usr/lib/postgresql/*/bin/initdb" >&2

@@ -23,29 +23,9 @@ packages=(clang-19 lld-19 llvm-19 qemu-user gcc-riscv64-linux-gnu libc6-dev-risc
           libglib2.0-dev dpkg-dev openssh-server openssh-client)
 deb_src=/etc/apt/sources.list.d/tunex-deb-src.sources
 
-say() { echo "install-riscv.sh: $*"; }
-die() { echo "install-riscv.sh: $*" >&2; exit 1; }
-
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then
-        "$@"
-    elif command -v sudo >/dev/null 2>&1; then
-        sudo -E "$@"
-    else
-        die "run as root (or install sudo) to: $*"
-    fi
-}
-
-apt_install() {
-    command -v apt-get >/dev/null 2>&1 ||
-        die "no apt-get here; install ${*} with this system's package manager"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! as_root apt-get install -y --no-install-recommends "$@"; then
-        say "installing from the current package lists failed; running apt-get update and trying again"
-        as_root apt-get update
-        as_root apt-get install -y --no-install-recommends "$@"
-    fi
-}
+name=install-riscv.sh
+# shellcheck source=scripts/_apt.sh
+source "$here/scripts/_apt.sh"
 
 # --- 1. packages ---------------------------------------------------------------------------
 missing=()

@@ -5,7 +5,8 @@
 #   - otherwise: the library's sgemm (C, register-tiled, loop order and unroll in its space) on
 #     this machine's CPU, compiled with clang-19 and timed for real (the C toolchain is installed
 #     by scripts/setup.sh --riscv, which also brings the RISC-V simulator targets).
-# Extra arguments go to `tunex search` (e.g. --budget 30m --strategy optuna:tpe).
+# Extra arguments go to `tunex search` (e.g. --budget 30m --strategy optuna:tpe). At the end it
+# writes report.html (`tunex report`: convergence, top configs, what matters) beside tunex.db.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -13,11 +14,12 @@ TUNEX=.venv/bin/tunex
 
 if .venv/bin/python -c "import torch, triton, sys; sys.exit(not torch.cuda.is_available())" \
         2>/dev/null; then
-    exec "$TUNEX" search matmul --target triton_gpu --shape M=4096,N=4096,K=4096,dtype=fp16 \
+    "$TUNEX" search matmul --target triton_gpu --shape M=4096,N=4096,K=4096,dtype=fp16 \
         --budget 10m --db tunex.db "$@"
+else
+    bash scripts/setup.sh --riscv
+    "$TUNEX" search sgemm --target cpu --shape M=512,N=512,K=512 --budget 3m,150trials \
+        --db tunex.db "$@"
+    "$TUNEX" db best --db tunex.db
 fi
-
-bash scripts/setup.sh --riscv
-"$TUNEX" search sgemm --target cpu --shape M=512,N=512,K=512 --budget 3m,150trials \
-    --db tunex.db "$@"
-exec "$TUNEX" db best --db tunex.db
+exec "$TUNEX" report --db tunex.db -o report.html

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Set up tunex on a fresh machine, idempotently: a virtual environment in .venv with tunex
 # (editable) and its dependencies. Every step is skipped when already done.
-#   scripts/setup.sh          core: what `tunex search` needs
+#   scripts/setup.sh          core: what `tunex search` needs, with `tunex report` (matplotlib)
+#                             and parquet exports (pyarrow)
 #   scripts/setup.sh --riscv  also the RISC-V toolchain (clang-19, lld, llvm-mca, qemu-user, the
 #                             cross libc, the QEMU plugin) and OpenSSH: scripts/install-riscv.sh
 #   scripts/setup.sh --test   also the test tools, torch (CPU) + triton for the ahead-of-time
 #                             and interpreter tests, Debian's PostgreSQL for the server tests,
+#                             Debian's chromium (renders `tunex report` pages in the tests),
 #                             and the RISC-V toolchain (as --riscv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,7 @@ VPY="$PWD/.venv/bin/python"
 
 stamp=".venv/.tunex-installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-    "$VPY" -m pip install --quiet --disable-pip-version-check -e ".[postgres]"
+    "$VPY" -m pip install --quiet --disable-pip-version-check -e ".[report,parquet]"
     touch "$stamp"
 fi
 
@@ -34,4 +36,5 @@ if [ "${1:-}" = "--test" ]; then
         touch "$stamp.dev"
     fi
     bash scripts/install-postgres.sh
+    bash scripts/install-chromium.sh
 fi

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 
 from tests._data import recorded
 from tunex import Budget, BudgetError, Config, Database, Measurement, Status, Tuner, Workload
 from tunex.cluster import InlineExecutor
+from tunex.search import SearchStrategy
 from tunex.space import Int, Space
 from tunex.targets._base import Target
 from tunex.targets.replay import ReplayTarget
@@ -213,3 +215,51 @@ def test_first_configs_in_flight_are_not_proposed_again(tmp_path):
                     first=first, db=db, executor=CallerExecutor(t)).run()
         configs = [m.config for m in db.measurements(res.workload)]
     assert configs[:3] == first and len(configs) == 6 == len(set(configs))
+
+
+# -- mutation gaps (issue: hardening): behaviour the suite could not see break -----------------
+
+
+def test_a_noisy_replay_draws_every_recorded_repeat():
+    """Noise must be the recorded noise: every repeat is drawn, in proportion (a replay drawing
+    only from part of the repeats would bias every noisy search)."""
+    t = ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz"), noisy=True, seed=3)
+    space, wl = t.prepare(None, {})
+    config = next(c for c in space if len(t._entry(c).get("times") or []) >= 5)
+    times = sorted(t._entry(config)["times"])
+    art = t.build(wl, config)
+    drawn = Counter(t.measure(art).times_ms[0] for _ in range(400 * len(times)))
+    assert set(drawn) == set(times)
+    assert min(drawn.values()) > 400 * 0.6  # each about equally often
+
+
+class _Spy(SearchStrategy):
+    """Proposes the space in order whatever it was told (as a strategy that does not track
+    history would), and notes what it knew at its first ask."""
+
+    name = "spy"
+
+    def __init__(self, space, seed=None):
+        super().__init__(space, seed=seed)
+        self.known_at_first_ask: int | None = None
+        self.i = 0
+
+    def _ask(self, n):
+        if self.known_at_first_ask is None:
+            self.known_at_first_ask = len(self.history)
+        out = [self.space.at(j) for j in range(self.i, min(self.i + n, self.space.size))]
+        self.i += len(out)
+        return out or None
+
+
+def test_resuming_tells_the_record_and_never_measures_a_config_twice():
+    t = ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz"))
+    db = Database("sqlite://")
+    first = Tuner(t, t.space, db=db, strategy=_Spy(t.space), budget="12trials").run()
+    assert first.trials == 12
+    spy = _Spy(t.space)
+    again = Tuner(t, t.space, db=db, strategy=spy, budget="30trials").run()
+    assert spy.known_at_first_ask == 12  # told the record before asking
+    configs = [m.config for m in db.measurements(again.workload)]
+    assert len(configs) == 30 and len(set(configs)) == 30
+    assert again.new_trials == 18

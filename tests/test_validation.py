@@ -215,3 +215,187 @@ def test_a_space_of_10_to_the_24_points_samples():
     assert len(s.sample(5, rng=1, unique=False)) == 5
     # the high digits are drawn too, not only the low ones
     assert len({c["p7"] for c in picks}) > 20 and len({c["p0"] for c in picks}) > 20
+
+
+# -- validation at every door: nothing that does not belong to a workload's space gets in -------
+
+
+def _searched(tmp_path: Path, trials: int = 6):
+    from tunex.tuner import Tuner
+
+    target = make_target(f"replay:{RECORDED}")
+    space, wl = target.prepare(None, {})
+    db = Database(str(tmp_path / "v.db"))
+    Tuner(target, space, workload=wl, db=db, strategy="random", budget=f"{trials}trials",
+          seed=0).run()
+    return target, space, wl, db
+
+
+def _forged(space, good: dict, how: str) -> dict:
+    first = next(p for p in space.params if all(isinstance(v, int) for v in p.values))
+    bad = dict(good)
+    if how == "string":
+        bad[first.name] = str(bad[first.name])
+    elif how == "missing":
+        del bad[first.name]
+    elif how == "extra":
+        bad["EVIL"] = 1
+    else:  # a value outside the parameter's domain
+        bad[first.name] = max(v for v in first.values if isinstance(v, int)) * 1000 + 1
+    return bad
+
+
+@pytest.mark.parametrize("how", ["string", "missing", "extra", "range"])
+def test_db_import_refuses_configs_outside_the_workloads_space(tmp_path, how, capsys):
+    import json as _json
+
+    _, space, wl, db = _searched(tmp_path)
+    path = tmp_path / "t.json"
+    db.export(path)
+    records = _json.loads(path.read_text())
+    forged = {**records[0], "config": _forged(space, records[0]["config"], how),
+              "started_at": 1.0, "time_ms": 0.0001, "times_ms": [0.0001]}
+    path.write_text(_json.dumps([*records, forged]))
+    before = db.count(wl)
+    rc = main(["db", "import", str(path), "--db", str(db.path)])
+    err = capsys.readouterr().err
+    assert rc != 0 and "record 7 does not belong" in err and "Traceback" not in err
+    assert db.count(wl) == before  # all or nothing
+    assert db.best(wl).value > 0.0001
+    db.close()
+
+
+@pytest.mark.parametrize("how", ["string", "missing", "extra"])
+def test_import_into_a_database_that_does_not_know_the_space_checks_consistency(tmp_path, how):
+    import json as _json
+
+    from tunex.errors import DatabaseError
+
+    _, space, _, db = _searched(tmp_path)
+    path = tmp_path / "t.json"
+    db.export(path)
+    db.close()
+    records = _json.loads(path.read_text())
+    records.append({**records[0], "config": _forged(space, records[0]["config"], how),
+                    "started_at": 1.0})
+    path.write_text(_json.dumps(records))
+    with Database(str(tmp_path / "fresh.db")) as fresh, pytest.raises(
+            DatabaseError, match="record 7 does not belong"):
+        fresh.import_trials(path)
+
+
+def test_recording_a_config_outside_the_declared_space_is_refused(tmp_path):
+    from tunex.errors import DatabaseError
+
+    _, space, wl, db = _searched(tmp_path)
+    good = space.sample(1, 0)[0]
+    bad = Config(_forged(space, dict(good), "range"))
+    with pytest.raises(DatabaseError, match="not in the workload's space"):
+        db.record(wl, Measurement(bad, Status.OK, (0.0001,)))
+    assert db.space(wl).size == space.size
+    db.close()
+
+
+def test_the_registry_checks_imports_of_library_kernels(tmp_path):
+    """A fresh database importing trials of a library kernel checks them against the space the
+    kernel registry binds for the workload (here sgemm on a RISC-V core, no toolchain needed)."""
+    import json as _json
+
+    from tunex.errors import DatabaseError
+    from tunex.kernel import get_kernel, known_space
+    from tunex.trial import Workload
+
+    k = get_kernel("sgemm")
+    key = k.problem_key({"M": 64, "N": 64, "K": 64})
+    wl = Workload("sgemm", k.source_hash, key,
+                  {"device": "riscv-sim:x280", "arch": "sifive-x280", "vlen": 512})
+    space = known_space(wl)
+    assert space is not None and space.is_bound
+    good = space.sample(1, 0)[0]
+    row = {"workload_spec": wl.to_dict(), "config": good.to_dict(), "status": "ok",
+           "times_ms": [1.0], "started_at": 1.0, "ended_at": 2.0}
+    bad_config = _forged(space, good.to_dict(), "range")
+    path = tmp_path / "t.json"
+    path.write_text(_json.dumps([row, {**row, "config": bad_config, "started_at": 3.0}]))
+    with Database(str(tmp_path / "fresh.db")) as db:
+        with pytest.raises(DatabaseError, match="record 2 does not belong"):
+            db.import_trials(path)
+        path.write_text(_json.dumps([row]))
+        assert db.import_trials(path) == 1
+        assert db.space(wl) is not None  # declared from the registry on the way in
+    assert known_space(Workload("sgemm", "other-code", key, wl.target)) is None
+
+
+def test_a_forged_pack_entry_outside_the_space_is_refused_on_import(tmp_path):
+    import json as _json
+
+    from tunex.db.packs import _checksum, export_pack, import_pack
+    from tunex.errors import DatabaseError
+
+    _, space, wl, db = _searched(tmp_path)
+    export_pack(db, tmp_path / "p.json", name="p", version="1")
+    doc = _json.loads((tmp_path / "p.json").read_text())
+    entry = doc["entries"][0]
+    entry["config"] = _forged(space, entry["config"], "extra")
+    doc["checksum"] = _checksum({k: v for k, v in doc.items() if k != "checksum"})
+    (tmp_path / "p.json").write_text(_json.dumps(doc))
+    with pytest.raises((DatabaseError,), match="does not belong"):
+        import_pack(db, tmp_path / "p.json")
+    assert db.best(wl).value > 0.0001
+    db.close()
+
+
+def test_a_search_ignores_poisoned_rows_recorded_before_spaces_were_kept(tmp_path, caplog):
+    """A database poisoned before this check existed (rows written straight into SQLite): the
+    model search neither crashes in its feature encoding nor resumes from a foreign config."""
+    import json as _json
+    import sqlite3
+
+    from tunex.tuner import Tuner
+
+    target, space, wl, db = _searched(tmp_path)
+    good = dict(space.sample(1, 0)[0])
+    conn = sqlite3.connect(db.path)
+    for n, config in enumerate([_forged(space, good, h) for h in ("string", "missing", "extra")]):
+        conn.execute(
+            "INSERT INTO trials (workload_id, number, config_key, config, status, value_ms, "
+            "times_ms, facts, started_at, ended_at, recorded_at) VALUES "
+            "(1, ?, ?, ?, 'ok', 0.0001, '[0.0001]', '{}', 0, 0, 0)",
+            (100 + n, _json.dumps(config, sort_keys=True), _json.dumps(config)))
+    conn.commit()
+    conn.close()
+    res = Tuner(target, space, workload=wl, db=db, strategy="model", budget="20trials",
+                seed=1).run()
+    assert "ignoring 3 recorded trials" in caplog.text
+    assert res.new_trials > 0
+    db.close()
+
+
+def _tied(n: int):
+    from tunex.space import Choice, Space
+
+    return lambda: Space([Choice(f"p{i}", list(range(10))) for i in range(n)],
+                         [" + ".join(f"p{i}" for i in range(n)) + " < 40"])
+
+
+def test_a_space_that_cannot_be_counted_in_reasonable_time_is_refused_at_once():
+    from tunex.errors import SpaceError
+
+    start = time.monotonic()
+    with pytest.raises(SpaceError, match="Split such a constraint"):
+        _tied(8)()  # 10^8 points behind one constraint over all eight parameters
+    assert time.monotonic() - start < 5
+
+
+def test_slow_space_building_shows_progress_and_stops_at_its_limit(monkeypatch, caplog):
+    from tunex.errors import SpaceError
+    from tunex.space import _space
+
+    monkeypatch.setattr(_space, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setenv("TUNEX_SPACE_BUILD_S", "0.5")
+    start = time.monotonic()
+    with caplog.at_level("WARNING", logger="tunex"), pytest.raises(
+            SpaceError, match=r"took over 0 s and was stopped.*TUNEX_SPACE_BUILD_S"):
+        _tied(7)()
+    assert time.monotonic() - start < 10
+    assert "still counting the valid points" in caplog.text

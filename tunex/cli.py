@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -85,15 +86,27 @@ def cmd_search(args: argparse.Namespace) -> int:
         local = {k: v for k, v in (("build_workers", args.workers),
                                    ("measure_workers", args.measure_workers)) if v}
         executor = LocalExecutor(target, LocalOptions(**local, **timeouts))
+    quiet = args.quiet or args.json
     with Database(args.db) as db, executor:
+        hooks: list[Any] = [] if quiet or console.is_terminal else [_TrialLog(budget)]
+        if args.optuna_storage:
+            from tunex.interop import OptunaMirror
+
+            mirror = OptunaMirror(args.optuna_storage, space, workload)
+            mirror.sync(db.measurements(workload))  # a resumed search: its earlier trials
+            hooks.append(mirror)
         tuner = Tuner(target, space, workload=workload, db=db, strategy=args.strategy,
                       budget=budget, executor=executor, batch=args.batch, seed=args.seed,
                       patience=args.patience, transfer=not args.no_transfer,
-                      progress=not args.quiet and console.is_terminal)
-        if not args.quiet:
-            console.print(f"[bold]tunex[/] {workload.kernel} on {dict(workload.target)}: "
-                          f"space of {space.size:,} valid points ({space.raw_size:,} raw), "
-                          f"strategy {args.strategy}, budget {budget}, db {args.db}")
+                      on_trial=_each(hooks) if hooks else None,
+                      progress=not quiet and console.is_terminal)
+        if not quiet:
+            from tunex.db import problem_label
+
+            console.print(f"[bold]tunex[/] {workload.kernel} {problem_label(workload)} on "
+                          f"{dict(workload.target)} (workload {workload.digest}): space of "
+                          f"{space.size:,} valid points ({space.raw_size:,} raw), strategy "
+                          f"{args.strategy}, budget {budget}, db {args.db}", highlight=False)
         result = tuner.run()
         _report(console, result, space, args)
     if result.stopped == "interrupted":
@@ -103,9 +116,54 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _each(hooks: list[Any]) -> Any:
+    def on_trial(m: Any, number: int) -> None:
+        for hook in hooks:
+            hook(m, number)
+    return on_trial
+
+
+class _TrialLog:
+    """One line per finished trial on standard error, for logs and pipes (a terminal gets the
+    progress bar instead)."""
+
+    def __init__(self, budget: Any) -> None:
+        self.total = f"/{budget.trials}" if budget.trials else ""
+        self.best = math.inf
+        self.best_trial = 0
+        self.failures: dict[str, int] = {}
+
+    def __call__(self, m: Any, number: int) -> None:
+        if m.ok and m.value < self.best:
+            self.best, self.best_trial = m.value, number
+        if not m.ok:
+            self.failures[m.status.value] = self.failures.get(m.status.value, 0) + 1
+        what = f"{m.value:.5g} ms" if m.ok else str(m.status)
+        best = f"{self.best:.5g} ms (trial {self.best_trial})" if self.best_trial else "-"
+        failed = ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items())) or "none"
+        print(f"tunex: trial {number}{self.total} {what}; best {best}; failures: {failed}; "
+              + " ".join(f"{k}={v}" for k, v in m.config.items()), file=sys.stderr, flush=True)
+
+
+def _summary(result: Any) -> dict[str, Any]:
+    best = result.best
+    w = result.workload
+    return {"workload": w.digest, "kernel": w.kernel, "problem": dict(w.problem),
+            "target": dict(w.target), "trials": result.trials, "new_trials": result.new_trials,
+            "proposals": result.proposals, "seconds": round(result.seconds, 3),
+            "stopped": result.stopped, "failures": dict(sorted(result.failures.items())),
+            "best_ms": None if best is None else best.value,
+            "spread": None if best is None else best.spread,
+            "repeats": None if best is None else len(best.times_ms),
+            "config": None if best is None else best.config.to_dict()}
+
+
 def _report(console: Any, result: Any, space: Any, args: argparse.Namespace) -> None:
     from rich.table import Table
 
+    if args.json or args.quiet:  # -q: the same summary on one line
+        print(json.dumps(_summary(result), indent=2 if args.json else None))
+        return
     t = Table(title=f"{result.workload.kernel}: best of {result.trials} trials", show_header=False)
     if result.best is not None:
         for k, v in result.best.config.items():
@@ -114,17 +172,12 @@ def _report(console: Any, result: Any, space: Any, args: argparse.Namespace) -> 
                   f"{len(result.best.times_ms)} repeats)")
     else:
         t.add_row("[bold]time", "no successful trial")
-    t.add_row("this run", f"{result.new_trials} new trials in {result.seconds:.1f} s, "
-              f"{result.proposals} proposals; stopped: {result.stopped}")
+    t.add_row("this run", f"{result.new_trials} new trials in {result.seconds:.1f} s; "
+              f"{result.proposals} configs proposed (one already in the database is answered "
+              f"from it, without a trial); stopped: {result.stopped}")
     if result.failures:
         t.add_row("failures", ", ".join(f"{k}: {v}" for k, v in sorted(result.failures.items())))
-    if args.quiet:
-        best = result.best
-        print(json.dumps({"workload": result.workload.digest, "trials": result.trials,
-                          "best_ms": None if best is None else best.value,
-                          "config": None if best is None else best.config.to_dict()}))
-    else:
-        console.print(t)
+    console.print(t)
 
 
 def cmd_db(args: argparse.Namespace) -> int:
@@ -136,11 +189,29 @@ def cmd_db(args: argparse.Namespace) -> int:
     # importing may start a database; reading one must not create it
     with Database(args.db, create=args.db_cmd == "import") as db:
         if args.db_cmd == "export":
+            from tunex.db import find_workloads
+
             out = sys.stdout if args.output in (None, "-") else args.output
-            n = db.export(out, format=args.format)
+            fmt = args.format or None
+            if out is sys.stdout:
+                fmt = fmt or "csv"
+                if fmt == "parquet" and sys.stdout.isatty():
+                    raise TunexError("parquet is binary: write it to a file with -o FILE")
+            one = (find_workloads(db, args.workload, kernel=args.kernel)[0]
+                   if args.workload else None)
+            if fmt in ("kernel_tuner", "t4"):
+                return _export_kt(db, args, one, fmt)
+            n = db.export(out, format=fmt, workload=one, kernel=args.kernel)
             if out is not sys.stdout:
                 print(f"wrote {n} trials to {args.output}", file=sys.stderr)
         elif args.db_cmd == "import":
+            from tunex.interop import import_cache, is_cache
+
+            if is_cache(args.file):
+                w, n = import_cache(db, args.file)
+                print(f"imported {n} trials of Kernel Tuner cache {args.file} into {args.db} "
+                      f"(workload {w.digest}, {w.kernel})", file=sys.stderr)
+                return 0
             n = db.import_trials(args.file)
             print(f"imported {n} trials into {args.db}", file=sys.stderr)
         elif args.db_cmd == "best":
@@ -150,10 +221,12 @@ def cmd_db(args: argparse.Namespace) -> int:
                                    "time_ms": m.value, "spread": m.spread,
                                    "config": m.config.to_dict()} for w, m in rows], indent=2))
                 return 0
+            from tunex.db import problem_label
+
             console = Console()
             for w, m in rows:
-                console.print(f"[bold]{w.kernel}[/] {w.digest}  problem {json.dumps(w.problem)}"
-                              f"  target {json.dumps(w.target)}", highlight=False)
+                console.print(f"[bold]{w.kernel}[/] {problem_label(w)}  target "
+                              f"{json.dumps(w.target)}  (workload {w.digest})", highlight=False)
                 console.print(f"  [green]{m.value:.5g} ms[/] (spread {m.spread:.1%}, "
                               f"{len(m.times_ms)} repeats)  "
                               + " ".join(f"{k}={v}" for k, v in m.config.items()),
@@ -161,13 +234,41 @@ def cmd_db(args: argparse.Namespace) -> int:
             if not rows:
                 print("no successful trial recorded yet", file=sys.stderr)
         elif args.db_cmd == "workloads":
+            from tunex.db import problem_label, target_label
+
+            found = [(w, db.count(w), db.best(w)) for w in db.workloads(args.kernel)]
+            if args.json:
+                print(json.dumps([{"workload": w.digest, "kernel": w.kernel,
+                                   "problem": dict(w.problem), "target": dict(w.target),
+                                   "trials": n, "best_ms": None if b is None else b.value}
+                                  for w, n, b in found], indent=2))
+                return 0
             t = Table(title=f"workloads in {args.db}")
-            for col in ("workload", "kernel", "problem", "target", "trials"):
-                t.add_column(col)
-            for w in db.workloads(args.kernel):
-                t.add_row(w.digest, w.kernel, json.dumps(w.problem), json.dumps(w.target),
-                          str(db.count(w)))
+            for col in ("kernel", "problem", "target", "trials", "best (ms)", "workload"):
+                t.add_column(col, overflow="fold")
+            for w, n, b in found:
+                t.add_row(w.kernel, problem_label(w), target_label(w), str(n),
+                          "-" if b is None else f"{b.value:.5g}", w.digest)
             Console().print(t)
+    return 0
+
+
+def _export_kt(db: Any, args: argparse.Namespace, one: Any, fmt: str) -> int:
+    """``db export --format kernel_tuner|t4``: one workload as a Kernel Tuner file."""
+    from tunex.db import find_workloads
+    from tunex.interop import export_cache, export_t4
+
+    if one is None:
+        found = find_workloads(db, kernel=args.kernel)
+        if len(found) != 1:
+            raise TunexError(f"a {fmt} file holds one workload and {len(found)} match: pass "
+                             "--workload ID (tunex db workloads lists them)")
+        one = found[0]
+    if args.output in (None, "-"):
+        raise TunexError(f"write the {fmt} file with -o FILE (.json, or .json.gz)")
+    n = (export_cache if fmt == "kernel_tuner" else export_t4)(db, one, args.output)
+    print(f"wrote {n} {'entries' if fmt == 'kernel_tuner' else 'results'} of workload "
+          f"{one.digest} ({one.kernel}) to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -176,28 +277,53 @@ def cmd_pack(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tunex.db import Database
-    from tunex.db.packs import export_pack, import_pack, load_pack
+    from tunex.db.packs import (
+        export_pack,
+        generate_key,
+        import_pack,
+        load_pack,
+        sign_pack,
+        trusted_keys,
+    )
 
-    if args.pack_cmd == "export":
+    trusted = trusted_keys(args.trust) if getattr(args, "trust", None) else None
+    if args.pack_cmd == "keygen":
+        key = generate_key(args.output)
+        print(f"wrote signing key {key} to {args.output} (keep it private) and its public key "
+              f"to {args.output}.pub (give it to your users: TUNEX_TRUSTED_KEYS)",
+              file=sys.stderr)
+    elif args.pack_cmd == "export":
         name = args.name or Path(args.output).stem
         with Database(args.db, create=False) as db:
             pack = export_pack(db, args.output, kernel=args.kernel, name=name,
-                               version=args.version)
+                               version=args.version, sign_with=args.sign)
+        signed = f", signed by key {pack.signer}" if pack.signer else ""
         print(f"wrote pack {pack.label} to {args.output}: {len(pack.entries)} workloads, "
-              f"{pack.checksum}", file=sys.stderr)
+              f"{pack.checksum}{signed}", file=sys.stderr)
+    elif args.pack_cmd == "sign":
+        pack = sign_pack(load_pack(args.pack, trusted=trusted), args.key).write(args.pack)
+        print(f"signed pack {pack.label} in {args.pack} with key {pack.signer}",
+              file=sys.stderr)
     elif args.pack_cmd == "import":
-        pack = load_pack(args.pack)
+        pack = load_pack(args.pack, trusted=trusted)
         with Database(args.db) as db:
-            n = import_pack(db, args.pack)
+            n = import_pack(db, args.pack, trusted=trusted)
         print(f"imported {n} new best configs of pack {pack.label} ({len(pack.entries)} "
               f"workloads) into {args.db}", file=sys.stderr)
     elif args.pack_cmd == "verify":
-        pack = load_pack(args.pack)
+        pack = load_pack(args.pack, trusted=trusted)
+        if pack.signer is None:
+            sig = "unsigned (no trusted keys configured, so it loads; sign packs you ship)"
+        elif pack.trusted:
+            sig = f"signed by trusted key {pack.signer}"
+        else:
+            sig = (f"signature valid, by key {pack.signer}; no trusted keys configured, so "
+                   "who signed it is not checked (--trust KEY.pub or TUNEX_TRUSTED_KEYS)")
         print(f"{args.pack}: pack {pack.label} is valid, schema ok, checksum ok "
               f"({pack.checksum}); {len(pack.entries)} workloads of "
-              f"{len(pack.kernels())} kernels")
+              f"{len(pack.kernels())} kernels; {sig}")
     elif args.pack_cmd == "show":
-        pack = load_pack(args.pack)
+        pack = load_pack(args.pack, trusted=trusted)
         if args.json:
             print(json.dumps(pack.to_dict(), indent=2))
             return 0
@@ -205,9 +331,12 @@ def cmd_pack(args: argparse.Namespace) -> int:
         from rich.table import Table
 
         prov = dict(pack.provenance)
+        def listed(value: Any) -> str:  # provenance is free-form: show what is there
+            items = value if isinstance(value, list) else [value] if value else []
+            return ", ".join(str(v) for v in items) or "?"
+
         t = Table(title=f"pack {pack.label} ({pack.created_at}; tunex {prov.get('tunex')}, "
-                        f"Triton {', '.join(prov.get('triton') or []) or '?'}, CUDA "
-                        f"{', '.join(prov.get('cuda') or []) or '?'})")
+                        f"Triton {listed(prov.get('triton'))}, CUDA {listed(prov.get('cuda'))})")
         for col in ("kernel", "problem", "device", "median (ms)", "spread", "repeats", "config"):
             t.add_column(col)
         from tunex.db.packs import target_arch, target_device
@@ -223,21 +352,107 @@ def cmd_pack(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_strategies(args: argparse.Namespace) -> int:
-    from tunex.search import DEFAULT_STRATEGY, available_strategies
+def cmd_report(args: argparse.Namespace) -> int:
+    """``tunex report``: one self-contained HTML page of a database's searches."""
+    from tunex.db import Database
+    from tunex.report import write_report
 
-    for name in available_strategies():
-        print(name + ("  (default)" if name == DEFAULT_STRATEGY else ""))
-    print("optuna variants: optuna:tpe optuna:cmaes optuna:gp optuna:qmc optuna:random")
+    with Database(args.db, create=False) as db:
+        n = write_report(db, args.output, args.workload, kernel=args.kernel,
+                         spaces=args.space or ())
+    print(f"wrote the report of {n} workload{'s' if n != 1 else ''} to {args.output}",
+          file=sys.stderr)
     return 0
 
 
 DB_HELP = "SQLite file or SQLAlchemy URL (default: $TUNEX_DB, else ~/.cache/tunex/tunex.db)"
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``tunex doctor``: what this machine offers, each missing piece with what installs it."""
+    from tunex.doctor import diagnose, environment
+
+    checks = diagnose(db=args.db, ray_address=args.ray)
+    if args.json:
+        print(json.dumps({"checks": [c.to_dict() for c in checks],
+                          "environment": environment()}, indent=2))
+        return 0
+    from rich.console import Console
+
+    mark = {"ok": "[green]ok     [/]", "missing": "[red]missing[/]", "none": "[yellow]none   [/]"}
+    console = Console(highlight=False)
+    wide = max(len(c.name) for c in checks)
+    for c in checks:
+        console.print(f"{c.area:<9}{c.name:<{wide + 2}}{mark.get(c.state, c.state)}  {c.detail}",
+                      markup=True, soft_wrap=True)
+        if c.fix and c.state != "ok":
+            console.print(f"{'':<{wide + 20}}-> {c.fix}", soft_wrap=True)
+    for name, value in environment().items():
+        console.print(f"{name}={value}", highlight=False)
+    return 0
+
+
+def cmd_strategies(args: argparse.Namespace) -> int:
+    """``tunex strategies``: each strategy with a line saying what it does."""
+    from tunex.search import DEFAULT_STRATEGY, available_strategies
+    from tunex.search._base import _resolve
+
+    names: dict[Any, list[str]] = {}
+    for name in available_strategies():
+        try:
+            names.setdefault(_resolve(name), []).append(name)
+        except TunexError as e:  # an optional dependency is missing
+            print(f"{name:<12}unavailable: {e}")
+    rows = []
+    for cls, aliases in names.items():
+        main_name = cls.name if cls.name in aliases else aliases[0]
+        doc = (cls.__doc__ or "").strip().splitlines()[0].rstrip(".").replace("``", "")
+        other = [a for a in aliases if a != main_name]
+        label = main_name + (":VARIANT" if main_name == "optuna" else "")
+        default = main_name == DEFAULT_STRATEGY and "default" not in doc
+        rows.append((label, doc + (f" (also: {', '.join(other)})" if other else "")
+                     + (" [default]" if default else "")))
+    wide = max(len(label) for label, _ in rows) + 2
+    for label, text in rows:
+        print(f"{label:<{wide}}{text}")
+    print(f"{'':<{wide}}VARIANT: tpe (default), tpe-independent, cmaes (pip install "
+          "'tunex[cmaes]'), gp (needs torch), qmc, random")
+    print("\nA trial is a config measured and recorded. A search's proposals count every config "
+          "its strategy proposed, including those answered from the database without a new "
+          "trial (when resuming, or a repeat).")
+    return 0
+
+
+class _Help(argparse.HelpFormatter):
+    """Help that shows each option's default (where it has one worth showing)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if ("default" not in text and action.default not in (None, False, argparse.SUPPRESS)
+                and action.option_strings and action.nargs != 0):
+            text += " (default: %(default)s)"
+        return text
+
+
+_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _logging_options(p: argparse.ArgumentParser, top: bool) -> None:
+    """-v and --log-level, accepted before and after the subcommand."""
+    default = None if top else argparse.SUPPRESS
+    p.add_argument("-v", "--verbose", action="store_true", default=False if top else default,
+                   help="log what tunex does (as --log-level info)")
+    p.add_argument("--log-level", choices=_LEVELS, default=default, metavar="LEVEL",
+                   help=f"{', '.join(_LEVELS)} (default: warning)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tunex", description="Search-based kernel autotuner.")
-    p.add_argument("-v", "--verbose", action="store_true", help="log what tunex does")
+    from tunex import __version__
+
+    p = argparse.ArgumentParser(prog="tunex", description="Search-based kernel autotuner.",
+                                formatter_class=_Help)
+    p.add_argument("--version", action="version", version=f"tunex {__version__}")
+    _logging_options(p, top=True)
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("search", help="tune a kernel's workload within a budget")
@@ -274,15 +489,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after this many trials without a 1%% gain")
     s.add_argument("--no-transfer", action="store_true",
                    help="do not warm-start from other workloads in the database")
-    s.add_argument("-q", "--quiet", action="store_true", help="print one JSON line, no table")
+    s.add_argument("--optuna-storage", default=None, metavar="URL",
+                   help="mirror each trial into this Optuna storage as it ends (e.g. "
+                   "sqlite:///optuna.db), to watch the search in optuna-dashboard")
+    s.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress and no table: the --json summary on one line")
+    s.add_argument("--json", action="store_true",
+                   help="print the final summary as JSON (no progress, no table)")
     s.set_defaults(fn=cmd_search)
 
     d = sub.add_parser("db", help="inspect, export and import a tuning database")
     dsub = d.add_subparsers(dest="db_cmd", required=True)
     e = dsub.add_parser("export", help="every trial, one row each, in order")
-    e.add_argument("--format", default="csv", choices=["csv", "json", "jsonl"])
+    e.add_argument("--format", default=None,
+                   choices=["csv", "json", "jsonl", "parquet", "kernel_tuner", "t4"],
+                   help="default: from the file's suffix, else csv; kernel_tuner (a cache "
+                   "file) and t4 (FAIR T4 results) hold one workload")
     e.add_argument("-o", "--output", default=None, help="file (default: standard output)")
-    i = dsub.add_parser("import", help="trials from a json/jsonl export")
+    e.add_argument("--kernel", default=None, help="only this kernel's trials")
+    e.add_argument("--workload", default=None, metavar="ID",
+                   help="only this workload's trials (digest or a unique prefix)")
+    i = dsub.add_parser("import", help="trials from a json/jsonl export, or a Kernel Tuner "
+                        "cache file (.json or .json.gz)")
     i.add_argument("file")
     b = dsub.add_parser("best", help="best config per workload")
     b.add_argument("--json", action="store_true")
@@ -291,6 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
         x.add_argument("--db", default=None, help=DB_HELP)
     for x in (b, w):
         x.add_argument("--kernel", default=None)
+    w.add_argument("--json", action="store_true")
     d.set_defaults(fn=cmd_db)
 
     pk = sub.add_parser("pack", help="export, import, verify and show config packs")
@@ -301,19 +530,66 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("--kernel", default=None, help="only this kernel's workloads")
     pe.add_argument("--name", default=None, help="pack name (default: the file's stem)")
     pe.add_argument("--version", default="0", help="pack version (default: 0)")
+    pe.add_argument("--sign", default=None, metavar="KEY",
+                    help="sign the pack with this private key (tunex pack keygen)")
+    pg = psub.add_parser("keygen", help="make an Ed25519 key pair to sign packs with")
+    pg.add_argument("-o", "--output", required=True,
+                    help="private key file to write (its public key goes to OUTPUT.pub)")
+    pn = psub.add_parser("sign", help="sign an existing pack (rewrites the file)")
+    pn.add_argument("pack")
+    pn.add_argument("--key", required=True, help="the private key (tunex pack keygen)")
+    trust_help = ("a public key (.pub) or folder of them to trust; repeatable (default: "
+                  "$TUNEX_TRUSTED_KEYS); with any, unsigned or otherwise signed packs are refused")
     pi = psub.add_parser("import", help="verify a pack and add its configs to a database")
     pi.add_argument("pack")
     pi.add_argument("--db", default=None, help=DB_HELP)
-    pv = psub.add_parser("verify", help="check a pack's format, schema and checksum")
+    pv = psub.add_parser("verify",
+                         help="check a pack's format, schema, checksum and signature")
     pv.add_argument("pack")
     ps = psub.add_parser("show", help="a pack's provenance and configs")
     ps.add_argument("pack")
+    for parser in (pi, pv, ps, pn):
+        parser.add_argument("--trust", action="append", default=None, metavar="KEY",
+                            help=trust_help)
     ps.add_argument("--json", action="store_true", help="print the verified document")
     pk.set_defaults(fn=cmd_pack)
 
+    rp = sub.add_parser("report", help="an HTML page of the searches in a database (plots, "
+                        "top configs, parameter importances, cost model quality)")
+    rp.add_argument("--db", default=None, help=DB_HELP)
+    rp.add_argument("--workload", default=None, metavar="ID",
+                    help="only this workload (digest or a unique prefix; default: all)")
+    rp.add_argument("--kernel", default=None, help="only this kernel's workloads")
+    rp.add_argument("-o", "--output", default="report.html", help="the HTML file to write")
+    rp.add_argument("--space", action="append", metavar="PATH",
+                    help="a recorded space that a workload replayed: its optimum is drawn "
+                    "(repeatable)")
+    rp.set_defaults(fn=cmd_report)
+
+    dr = sub.add_parser("doctor", help="what this machine offers tunex (GPUs, Triton, RISC-V "
+                        "toolchain, Ray, database) and what installs each missing piece")
+    dr.add_argument("--db", default=None, help="the database to look at (default: $TUNEX_DB, "
+                    "else ~/.cache/tunex/tunex.db)")
+    dr.add_argument("--ray", default=None, metavar="ADDRESS",
+                    help="the Ray cluster to try (default: RAY_ADDRESS or this machine's)")
+    dr.add_argument("--json", action="store_true", help="print the findings as JSON")
+    dr.set_defaults(fn=cmd_doctor)
+
     st = sub.add_parser("strategies", help="list search strategies")
     st.set_defaults(fn=cmd_strategies)
+    for q in _subparsers(p):
+        q.formatter_class = _Help
+        _logging_options(q, top=False)
     return p
+
+
+def _subparsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    out: list[argparse.ArgumentParser] = []
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for q in dict.fromkeys(action.choices.values()):
+                out += [q, *_subparsers(q)]
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -322,7 +598,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tunex.db import default_path
 
         args.db = default_path()
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+    level = args.log_level or ("info" if args.verbose else "warning")
+    logging.basicConfig(level=getattr(logging, level.upper()),
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.fn(args) or 0)
@@ -333,6 +610,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("tunex: interrupted; every finished trial is saved, run again to resume",
               file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (tunex ... | head): stop quietly, as a SIGPIPE'd tool does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

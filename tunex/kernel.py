@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tunex.errors import ConfigError, SpaceError
+from tunex.errors import ConfigError, SpaceError, TunexError
 from tunex.identity import (
     ARCH_FACTS,
     INTERPRETER_ARCH,
@@ -62,7 +62,7 @@ from tunex.identity import (
     visible_gpu,
 )
 from tunex.space import Space
-from tunex.trial import Config
+from tunex.trial import Config, Workload
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,6 +81,7 @@ __all__ = [
     "device_facts",
     "device_fingerprint",
     "get_kernel",
+    "known_space",
     "make_fingerprint",
     "next_pow2",
     "register_kernel",
@@ -153,6 +154,17 @@ class Kernel(abc.ABC):
             raise SpaceError(f"{self.name}: no value for {missing}; give them in the shape "
                              f"({', '.join(self.dims)}) or the device facts")
         return space.bind(**{n: values[n] for n in space.problem})
+
+    def target_facts(self, target: Mapping[str, Any]) -> dict[str, Any]:
+        """The device facts :meth:`bind` needs, read back from a workload's target fingerprint
+        (what the target that recorded it measured on). Default: none."""
+        return {}
+
+    def workload_space(self, workload: Workload) -> Space:
+        """The bound space of a recorded ``workload`` of this kernel: what its trials are
+        checked against when they enter a database by import."""
+        return self.bind(self.space(), self.representative(workload.problem),
+                         self.target_facts(workload.target))
 
     def default_config(self, problem: Mapping[str, Any], device: Mapping[str, Any]) -> Config:
         """The config used when nothing better is known: the bound space's default."""
@@ -245,6 +257,18 @@ class Isa:
         return {"vlen": self.vlen, "rvv": int(self.rvv), "vregs": self.vregs,
                 "lanes": self.lanes(32)}
 
+    @classmethod
+    def of_fingerprint(cls, target: Mapping[str, Any]) -> Isa:
+        """The ISA a C target's fingerprint (``vlen`` and ``arch``) describes: a RISC-V core
+        (``arch`` is its ``-mcpu``, or ``riscv64``) or a host ISA."""
+        vlen = int(target["vlen"])
+        arch = str(target.get("arch", ""))
+        if arch in ("x86_64", "amd64"):
+            return cls("host", arch, False, vlen, 32 if vlen >= 512 else 16)
+        if arch in ("aarch64", "arm64"):
+            return cls("host", arch, False, vlen, 32)
+        return cls(arch or "riscv64", "riscv64", True, vlen, 32)
+
 
 class CKernel(Kernel):
     """A kernel written in C: a source rendered per config, checked against NumPy.
@@ -296,6 +320,9 @@ class CKernel(Kernel):
     def render(self, config: Mapping[str, Any], problem: Mapping[str, Any], isa: Isa) -> str:
         """C source defining ``tx_kernel`` for ``config`` on ``problem`` (a concrete problem:
         sizes may be compiled in as constants)."""
+
+    def target_facts(self, target: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(Isa.of_fingerprint(target).facts())
 
     @abc.abstractmethod
     def baseline(self, problem: Mapping[str, Any], isa: Isa) -> str:
@@ -386,6 +413,19 @@ def register_kernel(name: str, path: str) -> None:
     _load()
     _REGISTRY[name] = path
     _INSTANCES.pop(name, None)
+
+
+def known_space(workload: Workload) -> Space | None:
+    """The bound space the registry gives a recorded ``workload``: ``None`` unless a kernel of
+    that name is registered (and importable here) with the same code (source hash) and can
+    bind the workload's problem and target."""
+    try:
+        kernel = get_kernel(workload.kernel)
+        if kernel.source_hash != workload.kernel_hash:
+            return None
+        return kernel.workload_space(workload)
+    except (ImportError, TunexError, KeyError, TypeError, ValueError):
+        return None
 
 
 def available_kernels() -> list[str]:

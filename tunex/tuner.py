@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field
 
 from tunex.cluster import Executor, InlineExecutor
 from tunex.db import Database
-from tunex.errors import BudgetError, ConfigError
+from tunex.db._records import CLAIM_LEASE_S, Claims, claim_owner
+from tunex.errors import BudgetError, ConfigError, TunexError
 from tunex.search import DEFAULT_STRATEGY, SearchStrategy, get_strategy
 from tunex.space import Space
 from tunex.targets._base import Target
@@ -152,8 +154,13 @@ class Tuner:
 
     def run(self) -> TuneResult:
         start = time.monotonic()
+        self.db.declare_space(self.workload, self.space)
         done: dict[Config, Measurement] = {}
-        prior = self.db.measurements(self.workload)
+        recorded = self.db.measurements(self.workload)
+        prior = [m for m in recorded if m.config in self.space]
+        if len(prior) < len(recorded):
+            log.warning("ignoring %d recorded trials of %s whose configs are not in the space "
+                        "searched now", len(recorded) - len(prior), self.workload.kernel)
         for m in prior:
             done[m.config] = m
         if self.transfer:
@@ -164,23 +171,24 @@ class Tuner:
         if prior:
             self.strategy.tell(prior)
             log.info("resuming %s: %d trials already recorded", self.workload.kernel, len(prior))
-        count = len(prior)
+        count = len(recorded)
         new = 0
         best = min((m.value for m in prior), default=math.inf)
         last_gain = count
         reserve = self.remeasure if self.target.noisy else 0
         if self.budget.trials is not None:  # never more than a tenth of a trial budget
             reserve = min(reserve, self.budget.trials // 10)
+        limit = None if self.budget.trials is None else self.budget.trials - reserve
+        claims = _Claims(self.db, self.workload)
         running: dict[Future[Measurement], Config] = {}
+        elsewhere: set[Config] = set()  # claimed by a concurrent search when asked
         stopped = "strategy exhausted"
         bar = _Progress(self.progress, self.budget, count)
+        full = False
+        used = count  # trials and live claims of the workload, as the last claim saw them
+        absorbed = 0.0
         first = [c for c in self.first if c not in done]
         idle = 0  # proposals answered from the record since the last trial
-
-        def left() -> float:
-            if self.budget.trials is None:
-                return math.inf
-            return self.budget.trials - reserve - count - len(running)
 
         try:
             while True:
@@ -191,7 +199,14 @@ class Tuner:
                 if self.patience is not None and count - last_gain >= self.patience:
                     stopped = f"no improvement in {self.patience} trials"
                     break
-                want = int(min(self.batch - len(running), left()))
+                if elsewhere and (not running or time.monotonic() - absorbed > 2.0):
+                    absorbed = time.monotonic()  # what concurrent searches measured meanwhile
+                    for m in self._measured_elsewhere(elsewhere):
+                        elsewhere.discard(m.config)
+                        done[m.config] = m
+                        self.strategy.tell([m])
+                room = math.inf if limit is None else (0 if full else limit - used)
+                want = int(min(self.batch - len(running), room))
                 if want > 0:
                     asked: list[Config] | None
                     if first:  # pending for the strategy, so it does not propose them too
@@ -200,16 +215,31 @@ class Tuner:
                     else:
                         asked = self.strategy.ask(want)
                     if asked is None:
-                        if not running:
+                        if not running and not elsewhere:
                             break
+                        if not running:
+                            time.sleep(0.2)  # wait for what the others measure
                     else:
+                        fresh = []
                         for c in asked:
                             if c in done:  # answered from the record: costs no trial
                                 self.strategy.tell([done[c]])
                                 idle += 1
                             else:
+                                fresh.append(c)
+                        got = claims.take([c.key for c in fresh], limit)
+                        full = got.full
+                        used = got.used or used
+                        granted = set(got.granted)
+                        for c in fresh:
+                            if c.key in granted:
                                 running[self.executor.submit(self.workload, c)] = c
+                            else:
+                                elsewhere.add(c)
                         if not running:
+                            if full:
+                                stopped = "trial budget"
+                                break
                             if idle > 10 * max(self.batch, 100):
                                 stopped = "strategy repeats measured configs only"
                                 break
@@ -224,8 +254,9 @@ class Tuner:
                     running.pop(fut)
                     idle = 0
                     m = fut.result()
-                    number = self.db.record(self.workload, m, strategy=self.strategy.name)
-                    count += 1
+                    number = self.db.record(self.workload, m, strategy=self.strategy.name,
+                                            claim=m.config.key)
+                    count = max(count + 1, number)
                     new += 1
                     done[m.config] = m
                     self.strategy.tell([m])
@@ -242,10 +273,13 @@ class Tuner:
             for fut in running:
                 fut.cancel()
             bar.close()
-        if self.budget.trials is not None:  # what is left of the budget, not more: a rerun of
-            reserve = min(reserve, self.budget.trials - count)  # a finished search adds none
-        if reserve > 0 and stopped != "interrupted":
-            count, new = self._remeasure(count, new, reserve)
+            claims.release()
+        try:
+            if reserve > 0 and stopped != "interrupted":
+                new += self._remeasure(reserve, claims)
+        finally:
+            claims.close()
+        count = self.db.count(self.workload)
         failures: dict[str, int] = {}
         for m in self.db.measurements(self.workload):
             if not m.ok:
@@ -253,24 +287,61 @@ class Tuner:
         return TuneResult(self.workload, self.db.best(self.workload), count, new,
                           self.strategy.proposals, time.monotonic() - start, stopped, failures)
 
-    def _remeasure(self, count: int, new: int, n: int) -> tuple[int, int]:
-        """Measure the close leaders again so noise does not pick the winner."""
+    def _measured_elsewhere(self, configs: set[Config]) -> list[Measurement]:
+        return [m for m in self.db.measurements(self.workload) if m.config in configs]
+
+    def _remeasure(self, n: int, claims: _Claims) -> int:
+        """Measure the close leaders again so noise does not pick the winner; each repeat
+        claims a slot of the trial budget first, so reruns and concurrent searches of a
+        finished workload add none. Returns how many were measured."""
         top = [m for m in self.db.top_k(self.workload, 16) if m.config in self.space][:4]
         if len(top) < 2:  # nothing to tell apart
-            return count, new
+            return 0
         close = [m for m in top if m.value <= top[0].value * 1.03] or top[:1]
         if len(close) < 2:  # a lone leader may owe its lead to noise: check the runner-up too
             close = top[:2]
-        for i in range(n):
+        slots = [f"remeasure:{claims.owner}:{i}" for i in range(n)]
+        granted = claims.take(slots, self.budget.trials).granted
+        for i, slot in enumerate(granted):
             config = close[i % len(close)].config
             fut = self.executor.submit(self.workload, config)
             while not fut.done():
                 self.executor.wait([fut])
             again = fut.result()
-            self.db.record(self.workload, again, strategy="remeasure")
-            count += 1
-            new += 1
-        return count, new
+            self.db.record(self.workload, again, strategy="remeasure", claim=slot)
+        return len(granted)
+
+
+class _Claims:
+    """One search's claims on its workload's configs and trial budget (see
+    :meth:`Database.claim`), kept alive by a heartbeat thread while the search runs."""
+
+    def __init__(self, db: Database, workload: Workload) -> None:
+        self.db = db
+        self.workload = workload
+        self.owner = claim_owner()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="tunex-claims", daemon=True)
+        self._thread.start()
+
+    def take(self, keys: list[str], limit: int | None) -> Claims:
+        if not keys:
+            return Claims((), (), (), False, 0)
+        return self.db.claim(self.workload, keys, owner=self.owner, limit=limit)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(CLAIM_LEASE_S / 6):
+            try:
+                self.db.heartbeat(self.owner)
+            except TunexError as exc:  # the next claim or record reports a lasting problem
+                log.warning("cannot renew claims: %s", exc)
+
+    def release(self) -> None:
+        self.db.release(self.owner)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.release()
 
 
 class _Progress:

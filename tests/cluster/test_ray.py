@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -91,10 +94,14 @@ def test_auto_without_a_cluster_is_a_clear_error(monkeypatch, tmp_path):
 def ray_cluster():
     if ray is None:
         pytest.skip("ray is not installed")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             resources={"riscv-sim": 2, "board:here": 1})
+    # a private instance in its own temp dir: never whatever cluster a stale Ray temp
+    # directory of this machine points to
+    tmp = tempfile.mkdtemp(prefix="txray", dir="/tmp")
+    ray.init(address="local", _temp_dir=tmp, num_cpus=2, include_dashboard=False,
+             log_to_driver=False, resources={"riscv-sim": 2, "board:here": 1})
     yield
     ray.shutdown()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -184,15 +191,18 @@ def test_tunex_search_ray_starts_a_local_instance(tmp_path):
     if not REPLAY.is_file():
         pytest.skip(f"{REPLAY} is absent")
     db = tmp_path / "x.db"
+    short = tempfile.mkdtemp(prefix="txray", dir="/tmp")  # Ray's unix sockets live there
     start = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "tunex.cli", "search", "--target", f"replay:{REPLAY}", "--ray",
          "--budget", "10trials", "--db", str(db), "-q"],
-        capture_output=True, text=True, timeout=120, cwd=REPO)
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "RAY_ADDRESS": "local", "RAY_TMPDIR": short})
     assert done.returncode == 0, done.stderr[-3000:]
     with sqlite3.connect(db) as con:
         (n,), = con.execute("select count(*) from trials")
         workers = {w for (w,) in con.execute("select worker from trials")}
+    shutil.rmtree(short, ignore_errors=True)
     assert n == 10
     assert all(w.endswith("/device0") for w in workers)
     assert time.monotonic() - start < 60

@@ -55,7 +55,7 @@ def sample_measurements() -> list[Measurement]:
         Measurement.failed(Config(block=128, order=(1, 0, 2), vec=True), Status.TIMEOUT),
         ok(Config(block=32, order=(0, 2, 1), vec=False), 0.75, worker="gpu1"),
         Measurement(Config(block=16, order=(0, 1, 2), vec=True), Status.OK, ()),  # ok, no times
-        ok(Config(block=64, order=(0, 1, 2), vec=False, scale=0.1), 2.0, 2.5),
+        ok(Config(block=64, order=(0, 1, 2), vec=False), 2.0, 2.5),
     ]
 
 
@@ -447,7 +447,7 @@ def schema_of(path: Path) -> tuple[dict[str, set[str]], set[str]]:
 
 
 def test_a_v1_database_is_migrated_with_its_data(tmp_path: Path) -> None:
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     ms = sample_measurements()[:4]
     path = tmp_path / "v1.db"
     make_v1(path, ms)
@@ -458,7 +458,7 @@ def test_a_v1_database_is_migrated_with_its_data(tmp_path: Path) -> None:
         assert db.record(MM, ok(Config(block=1), 0.5), strategy="tpe") == 5
         assert db.trials(MM)[-1].strategy == "tpe"
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM tunex_meta").fetchall() == [("2",)]
+    assert conn.execute("SELECT value FROM tunex_meta").fetchall() == [("3",)]
     conn.close()
     fresh = tmp_path / "fresh.db"
     Database(fresh).close()
@@ -551,7 +551,6 @@ def test_export_csv(db: Database, tmp_path: Path) -> None:
         "block",
         "config.status",
         "order",
-        "scale",
         "tile",
         "vec",
     }
@@ -577,7 +576,7 @@ def test_export_import_round_trip(tmp_path: Path, fmt: str) -> None:
     assert records[0]["trial"] == 1 and records[0]["workload_spec"] == MM.to_dict()
 
     with Database(tmp_path / "dst.db") as dst:
-        dst.record(MM, ok(Config(block=999), 9.0))  # already has a trial of its own
+        dst.record(MM, ok(Config(block=999, order=(0, 1, 2), vec=True), 9.0))  # one of its own
         assert dst.import_trials(path) == 7
         assert dst.measurements(MM)[1:] == ms
         assert [t.number for t in dst.trials(MM)] == list(range(1, 8))

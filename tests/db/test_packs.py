@@ -62,7 +62,8 @@ def rewrite(path: Path, change, *, fix_checksum: bool) -> None:
     doc = json.loads(path.read_text())
     change(doc)
     if fix_checksum:
-        doc["checksum"] = _checksum({k: v for k, v in doc.items() if k != "checksum"})
+        doc["checksum"] = _checksum({k: v for k, v in doc.items()
+                                     if k not in ("checksum", "signature")})
     path.write_text(json.dumps(doc))
 
 
@@ -310,3 +311,83 @@ def test_cli_refuses_tampered_pack(pack_path: Path, tmp_path: Path, capsys) -> N
     dst = tmp_path / "dst.db"
     assert main(["pack", "import", str(pack_path), "--db", str(dst)]) == 2
     assert not dst.exists() or Database(dst).workloads() == []
+
+
+# -- signatures --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> tuple[Path, Path]:
+    from tunex.db.packs import generate_key
+
+    publisher, forger = tmp_path / "keys" / "publisher", tmp_path / "forger"
+    generate_key(publisher)
+    generate_key(forger)
+    return publisher, forger
+
+
+def test_a_signed_pack_loads_under_its_trusted_key(db, tmp_path, keys, capsys) -> None:
+    from tunex.db.packs import load_pack
+
+    publisher, _ = keys
+    path = tmp_path / "signed.json"
+    pack = export_pack(db, path, name="lib", version="1", sign_with=publisher)
+    assert oct(publisher.stat().st_mode & 0o777) == "0o600"
+    loaded = load_pack(path, trusted=[f"{publisher}.pub"])
+    assert loaded.signer == pack.signer and loaded.trusted is True
+    assert load_pack(path, trusted=[publisher.parent]).trusted is True  # a folder of keys
+    assert main(["pack", "verify", str(path), "--trust", f"{publisher}.pub"]) == 0
+    assert f"signed by trusted key {pack.signer}" in capsys.readouterr().out
+    assert main(["pack", "verify", str(path)]) == 0
+    assert "signature valid" in capsys.readouterr().out
+
+
+def test_forged_packs_are_refused(db, tmp_path, keys, monkeypatch) -> None:
+    """Edited after signing (checksum recomputed), re-signed by another key, or unsigned: a
+    loader that trusts the publisher's key refuses all three, in the API, the CLI and the
+    decorator's pack loading (TUNEX_TRUSTED_KEYS)."""
+    from tunex.db.packs import load_pack, sign_pack
+
+    publisher, forger = keys
+    signed = tmp_path / "signed.json"
+    export_pack(db, signed, name="lib", version="1", sign_with=publisher)
+    edited = tmp_path / "edited.json"
+    edited.write_text(signed.read_text())
+
+    def faster(doc: dict) -> None:
+        doc["entries"][0]["stats"]["median_ms"] = 0.0001
+
+    rewrite(edited, faster, fix_checksum=True)
+    resigned = tmp_path / "resigned.json"
+    pack = load_pack(signed)
+    sign_pack(pack.__class__(**{**pack.__dict__, "name": "evil"}), forger).write(resigned)
+    unsigned = tmp_path / "unsigned.json"
+    export_pack(db, unsigned, name="lib", version="1")
+    trust = [f"{publisher}.pub"]
+    with pytest.raises(PackError, match="fails its signature"):
+        load_pack(edited)  # a bad signature is refused even with no trusted key configured
+    with pytest.raises(PackError, match="not among the trusted keys"):
+        load_pack(resigned, trusted=trust)
+    with pytest.raises(PackError, match="is not signed"):
+        load_pack(unsigned, trusted=trust)
+    assert load_pack(unsigned).signer is None  # no keys configured: unsigned packs still load
+    monkeypatch.setenv("TUNEX_TRUSTED_KEYS", f"{publisher}.pub")
+    for bad in (edited, resigned, unsigned):
+        assert main(["pack", "import", str(bad), "--db", str(tmp_path / "dst.db")]) != 0
+        with pytest.raises(PackError):
+            load_pack(bad)
+    assert load_pack(signed).trusted is True
+
+
+def test_signing_keys_are_never_overwritten_and_bad_keys_are_named(tmp_path, keys) -> None:
+    from tunex.db.packs import generate_key, trusted_keys
+
+    publisher, _ = keys
+    with pytest.raises(PackError, match="never overwrites"):
+        generate_key(publisher)
+    bad = tmp_path / "bad.pub"
+    bad.write_text("ssh-rsa AAAA\n")
+    with pytest.raises(PackError, match="malformed"):
+        trusted_keys([bad])
+    with pytest.raises(PackError, match="cannot read trusted key"):
+        trusted_keys([tmp_path / "missing.pub"])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,20 +25,6 @@ from .test_database import (
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-def pg_url(postgres_url: str) -> Iterator[str]:
-    """A fresh, empty database on the session's server."""
-    pytest.importorskip("psycopg")
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        yield sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
-    finally:
-        admin.dispose()
 
 
 def test_round_trip_numbers_and_ranking(pg_url: str) -> None:
@@ -111,13 +95,15 @@ def test_a_v1_database_is_migrated_with_its_data(pg_url: str) -> None:
     with engine.begin() as conn:  # back to the v1 shape
         conn.exec_driver_sql("DROP INDEX ix_trials_workload_value")
         conn.exec_driver_sql("ALTER TABLE trials DROP COLUMN strategy")
+        conn.exec_driver_sql("ALTER TABLE workloads DROP COLUMN space")
+        conn.exec_driver_sql("DROP TABLE claims")
         conn.exec_driver_sql("UPDATE tunex_meta SET value = '1'")
     with Database(pg_url) as db:
         assert db.measurements(MM) == ms and db.best(MM) == ms[3]
         assert db.record(MM, ok(Config(b=1), 1.0), strategy="tpe") == 5
         assert db.trials(MM)[-1].strategy == "tpe"
     with engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM tunex_meta").scalar() == "2"
+        assert conn.exec_driver_sql("SELECT value FROM tunex_meta").scalar() == "3"
         indexes = {i["name"] for i in sa.inspect(conn).get_indexes("trials")}
     engine.dispose()
     assert "ix_trials_workload_value" in indexes

@@ -151,7 +151,7 @@ class ResolutionMixin:
             assert mode == "on_miss"
             config, reason, extra = self._tune(workload, space, grid, args, kwargs, named,
                                                extra)
-            source, tuned = "tuned", True
+            source, tuned = extra.pop("source", "tuned"), True
         entry = self._entry(config)
         self._by_workload[wkey] = (entry, config)
         self.best_config = self.triton_config(config) if self._tconfigs else config

@@ -153,8 +153,9 @@ class TuningMixin:
             log.warning("%s: every one of %d configs failed while tuning %s; using the default "
                         "config (the trials are in %r)", self.name, failures,
                         dict(workload.problem), db)
+            # nothing was tuned: the selection reads as the default it is
             return default, (f"tuned {new} trials in {secs:.1f} s, all failed: default config"), {
-                "trials": new}
+                "trials": new, "source": "default"}
         base = done.get(default)
         speedup = None
         if base is not None and base.ok:

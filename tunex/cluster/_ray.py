@@ -43,7 +43,8 @@ class RayOptions:
             ``ray start`` started on this machine, ``"ray://host:10001"``); ``None``:
             ``RAY_ADDRESS``, or the ``ray start`` cluster of this machine if it answers, else
             a new local instance (declaring the custom resources of ``device_specs``, so
-            ``--sim-slots`` works on one machine).
+            ``--sim-slots`` works on one machine); ``"local"`` (or ``RAY_ADDRESS=local``):
+            always a new private instance, never a running cluster.
         devices: GPU measuring actors when ``device_specs`` is empty (default: the cluster's
             GPUs, at least 1).
         gpus_per_device: GPUs each of those actors reserves (0 for CPU or replay targets).
@@ -220,8 +221,11 @@ class RayExecutor(Executor):
         # never comes up (Ray gives up after ~60 s with "Failed to connect to GCS")
         opt = self.options
         address = opt.address
-        if address is None and os.environ.get("RAY_ADDRESS", "") not in ("", "auto", "local"):
-            address = os.environ["RAY_ADDRESS"]
+        env = os.environ.get("RAY_ADDRESS", "")
+        if address == "local" or (address is None and env == "local"):
+            address = None  # as in Ray: a new private instance, never a running cluster
+        elif address is None and env not in ("", "auto"):
+            address = env
         elif address is None:
             # like Ray, join the cluster `ray start` runs on this machine, but only if it
             # answers: a file left by a dead one must not cost Ray's 60 s wait

@@ -13,12 +13,14 @@ point (the ``tunex`` commands, ``@tunex.autotune``, the library launchers) uses
     with Database("tunex.db") as db:
         number = db.record(workload, measurement, strategy="tpe")
         best = db.best(workload)
+        trials = to_dataframe(db)  # pandas, one row per trial
 """
 
 from __future__ import annotations
 
 from tunex.db._database import EXPORT_FORMATS, Database, Trial
 from tunex.db._default import default_path
+from tunex.db._frames import find_workloads, problem_label, target_label, to_dataframe
 from tunex.db._schema import SCHEMA_VERSION
 from tunex.db.packs import (
     PACK_FORMAT,
@@ -33,5 +35,6 @@ from tunex.db.packs import (
 
 __all__ = [
     "EXPORT_FORMATS", "PACK_FORMAT", "PACK_SCHEMA", "SCHEMA_VERSION", "Database", "Pack",
-    "PackEntry", "PackMatch", "Trial", "default_path", "export_pack", "import_pack", "load_pack",
+    "PackEntry", "PackMatch", "Trial", "default_path", "export_pack", "find_workloads",
+    "import_pack", "load_pack", "problem_label", "target_label", "to_dataframe",
 ]

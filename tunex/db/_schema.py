@@ -38,6 +38,7 @@ __all__ = [
     "metadata",
     "migrate",
     "read_version",
+    "claims",
     "trials",
     "workloads",
 ]
@@ -61,6 +62,9 @@ workloads = Table(
     Column("problem", Text, nullable=False),
     Column("target", Text, nullable=False),
     Column("created_at", Double, nullable=False),
+    # The bound space searched for this workload (Space.to_dict as JSON), where a search or an
+    # import declared one: what every trial entering the database is checked against.
+    Column("space", Text),
 )
 
 trials = Table(
@@ -86,6 +90,19 @@ trials = Table(
     Index("ix_trials_workload_value", "workload_id", "value_ms"),
 )
 
+# A config (or a re-measurement slot) a running search took before measuring it: concurrent
+# searches of one workload skip each other's configs, and a trial budget counts recorded trials
+# plus live claims. A claim is dropped in the transaction that records its trial; one whose
+# owner stopped heartbeating (or, on the same host, died) no longer counts.
+claims = Table(
+    "claims",
+    metadata,
+    Column("workload_id", Integer, ForeignKey("workloads.id"), primary_key=True),
+    Column("config_key", Text, primary_key=True),
+    Column("owner", Text, nullable=False),
+    Column("heartbeat_at", Double, nullable=False),
+)
+
 VERSION_KEY = "schema_version"
 
 
@@ -95,8 +112,17 @@ def _v1_to_v2(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_trials_workload_value ON trials (workload_id, value_ms)"))
 
 
+def _v2_to_v3(conn: Connection) -> None:
+    # v2 kept neither the space of a workload nor claims of running searches.
+    conn.execute(text("ALTER TABLE workloads ADD COLUMN space TEXT"))
+    conn.execute(text(
+        "CREATE TABLE claims (workload_id INTEGER NOT NULL REFERENCES workloads (id), "
+        "config_key TEXT NOT NULL, owner TEXT NOT NULL, heartbeat_at DOUBLE PRECISION NOT NULL, "
+        "PRIMARY KEY (workload_id, config_key))"))
+
+
 #: ``MIGRATIONS[i]`` brings a database from schema version ``i + 1`` to ``i + 2``.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2,)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3)
 
 #: The schema version this tunex writes; databases of older versions are migrated on open.
 SCHEMA_VERSION: int = len(MIGRATIONS) + 1

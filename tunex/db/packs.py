@@ -22,8 +22,18 @@ The document::
                    "q1_ms": ..., "q3_ms": ..., "max_ms": ...},
          "trials": 40, "measured_at": 1764500000.0}
       ],
-      "checksum": "sha256:<hex>"         # over the canonical JSON of everything else
+      "checksum": "sha256:<hex>",        # over the canonical JSON of everything else
+      "signature": {"algorithm": "ed25519", "key": "<key id>",      # optional: see below
+                    "public_key": "<base64>", "value": "<base64>"}
     }
+
+A checksum catches damage, not forgery: anyone can edit a pack and compute it again. A
+publisher therefore signs a pack (Ed25519, :func:`generate_key`, :func:`sign_pack`,
+``tunex pack export --sign KEY``) over the same canonical JSON the checksum covers; its users
+configure the public keys they trust (``load_pack(..., trusted=[...])``, or
+``TUNEX_TRUSTED_KEYS=key.pub:keys_dir``), and then a pack that is unsigned, signed by another
+key or whose signature does not match is refused. Where no trusted key is configured unsigned
+packs load as before, and a signed one must still carry a valid signature.
 
 Resolution (:meth:`Pack.resolve`, :func:`resolve`) picks, for a workload, the entry of the same
 kernel (and the same source hash) in this order:
@@ -41,6 +51,7 @@ then the pack loaded first, then the entry first in its pack.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import io
@@ -63,9 +74,13 @@ __all__ = [
     "Pack",
     "PackEntry",
     "PackMatch",
+    "TRUSTED_KEYS_ENV",
     "export_pack",
+    "generate_key",
     "import_pack",
     "load_pack",
+    "sign_pack",
+    "trusted_keys",
     "resolve",
     "target_arch",
     "target_device",
@@ -77,8 +92,13 @@ PACK_FORMAT = "tunex.pack"
 PACK_SCHEMA = 1
 
 _TOP_KEYS = frozenset(
-    {"format", "schema", "name", "version", "created_at", "provenance", "entries", "checksum"}
+    {"format", "schema", "name", "version", "created_at", "provenance", "entries", "checksum",
+     "signature"}
 )
+_SIGNATURE_KEYS = frozenset({"algorithm", "key", "public_key", "value"})
+#: Where loaders find the public keys they trust (files or folders of ``*.pub``), separated
+#: by ``os.pathsep``.
+TRUSTED_KEYS_ENV = "TUNEX_TRUSTED_KEYS"
 _ENTRY_KEYS = frozenset(
     {"kernel", "kernel_hash", "problem", "target", "config", "stats", "trials", "measured_at"}
 )
@@ -231,6 +251,15 @@ class Pack:
     created_at: str = ""
     checksum: str = ""
     source: str | None = None  # the file it was read from
+    #: The signature block, when the pack is signed (checked on load).
+    signature: Mapping[str, str] | None = None
+    #: Whether the signer is one of the keys the loader trusts (None: no keys configured).
+    trusted: bool | None = None
+
+    @property
+    def signer(self) -> str | None:
+        """The id of the key that signed the pack (its signature checked), or None."""
+        return None if self.signature is None else self.signature["key"]
 
     @property
     def label(self) -> str:
@@ -255,7 +284,10 @@ class Pack:
 
     def to_dict(self) -> dict[str, Any]:
         content = self.content()
-        return {**content, "checksum": _checksum(content)}
+        doc = {**content, "checksum": _checksum(content)}
+        if self.signature is not None:
+            doc["signature"] = dict(self.signature)
+        return doc
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n"
@@ -278,7 +310,7 @@ class Pack:
             raise PackError(f"cannot write pack {target} ({exc}): check the path and its "
                             "permissions") from exc
         return Pack(self.name, self.version, self.entries, self.provenance, self.created_at,
-                    _checksum(self.content()), str(target))
+                    _checksum(self.content()), str(target), self.signature, self.trusted)
 
     def resolve(self, workload: Workload) -> PackMatch | None:
         """This pack's best entry for ``workload`` (see the module docs), or None."""
@@ -429,7 +461,8 @@ def _entry(i: int, raw: Any) -> PackEntry:
 
 
 def pack_from_dict(doc: Any, source: str = "<pack>",
-                   kernel_hashes: Mapping[str, str] | None = None) -> Pack:
+                   kernel_hashes: Mapping[str, str] | None = None,
+                   trusted: Mapping[str, bytes] | None = None) -> Pack:
     """Verify a parsed pack document and build the :class:`Pack` (see :func:`load_pack`)."""
     def refuse(why: str, todo: str) -> PackError:
         return PackError(f"config pack {source} {why}; nothing of it was loaded: {todo}")
@@ -445,7 +478,7 @@ def pack_from_dict(doc: Any, source: str = "<pack>",
         raise refuse(f"was written by a newer tunex (pack schema {schema}, this tunex reads "
                      f"up to {PACK_SCHEMA})", "upgrade tunex (pip install -U tunex)")
     checksum = doc.get("checksum")
-    content = {k: v for k, v in doc.items() if k != "checksum"}
+    content = {k: v for k, v in doc.items() if k not in ("checksum", "signature")}
     if not isinstance(checksum, str) or checksum != _checksum(content):
         raise refuse("fails its checksum: it was modified or damaged after export",
                      "get a fresh copy from its publisher or re-export it with "
@@ -472,10 +505,176 @@ def pack_from_dict(doc: Any, source: str = "<pack>",
     except (ValueError, TypeError) as exc:
         raise refuse(f"is malformed ({exc})",
                      "get a fresh copy from its publisher or re-export it") from None
-    pack = Pack(name, version, entries, provenance, created, checksum, source)
+    signature = _check_signature(doc.get("signature"), content, trusted, refuse)
+    pack = Pack(name, version, entries, provenance, created, checksum, source, signature,
+                None if trusted is None else True)
     if kernel_hashes:
         _check_kernels(pack, kernel_hashes)
     return pack
+
+
+# -- signatures --------------------------------------------------------------------------------
+
+
+def _crypto() -> Any:
+    try:
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise PackError(f"pack signatures need the cryptography package ({exc}): "
+                        "pip install cryptography") from exc
+    return ed25519
+
+
+def _key_id(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _signed_bytes(content: Mapping[str, Any]) -> bytes:
+    return canonical_json(content).encode("utf-8")
+
+
+def _check_signature(block: Any, content: Mapping[str, Any], trusted: Mapping[str, bytes] | None,
+                     refuse: Any) -> dict[str, str] | None:
+    """The signature block once checked; refuse an unusable or untrusted one, and an unsigned
+    pack where keys are trusted."""
+    if block is None:
+        if trusted is not None:
+            raise refuse("is not signed, and this loader only accepts packs signed by a "
+                         f"trusted key ({', '.join(sorted(trusted)) or 'none configured'})",
+                         "ask its publisher for a signed pack, or load it without trusted keys")
+        return None
+    if (not isinstance(block, dict) or block.keys() != _SIGNATURE_KEYS
+            or not all(isinstance(v, str) for v in block.values())
+            or block["algorithm"] != "ed25519"):
+        raise refuse("has a malformed signature (want algorithm ed25519, key, public_key, "
+                     "value)", "get a fresh copy from its publisher")
+    ed25519 = _crypto()
+    import base64
+    import binascii
+
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        raw = base64.b64decode(block["public_key"], validate=True)
+        sig = base64.b64decode(block["value"], validate=True)
+        if _key_id(raw) != block["key"]:
+            raise InvalidSignature("the key id does not match the public key")
+        ed25519.Ed25519PublicKey.from_public_bytes(raw).verify(sig, _signed_bytes(content))
+    except (binascii.Error, ValueError, InvalidSignature):
+        raise refuse(f"fails its signature (key {block['key']}): it was modified after "
+                     "signing, or the signature was forged",
+                     "get a fresh copy from its publisher") from None
+    if trusted is not None and trusted.get(block["key"]) != raw:
+        raise refuse(f"is signed by key {block['key']}, which is not among the trusted keys "
+                     f"({', '.join(sorted(trusted)) or 'none configured'})",
+                     f"add its publisher's public key to {TRUSTED_KEYS_ENV} if you trust it")
+    return dict(block)
+
+
+def generate_key(path: str | os.PathLike[str]) -> str:
+    """Write a new Ed25519 signing key to ``path`` (private, mode 0600) and its public key to
+    ``path.pub`` (one line, to hand to users); return the key id."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+
+    ed25519 = _crypto()
+    key = ed25519.Ed25519PrivateKey.generate()
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw,
+                                        serialization.PublicFormat.Raw)
+    target = Path(os.fspath(path))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(private)
+        Path(f"{target}.pub").write_text(
+            f"ed25519 {base64.b64encode(raw).decode()} tunex-pack-key-{_key_id(raw)}\n")
+    except FileExistsError:
+        raise PackError(f"{target} exists: tunex never overwrites a signing key; pick another "
+                        "path") from None
+    except OSError as exc:
+        raise PackError(f"cannot write signing key {target} ({exc})") from exc
+    return _key_id(raw)
+
+
+def _private_key(path: str | os.PathLike[str]) -> Any:
+    from cryptography.hazmat.primitives import serialization
+
+    ed25519 = _crypto()
+    try:
+        key = serialization.load_pem_private_key(Path(os.fspath(path)).read_bytes(), None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise PackError(f"cannot read signing key {os.fspath(path)} ({_first(exc)}): pass the "
+                        "private key file `tunex pack keygen` wrote (not its .pub)") from None
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise PackError(f"{os.fspath(path)} is not an Ed25519 key: make one with "
+                        "`tunex pack keygen`")
+    return key
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def sign_pack(pack: Pack, key_path: str | os.PathLike[str]) -> Pack:
+    """``pack`` signed with the private key at ``key_path`` (write it with :meth:`Pack.write`)."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+
+    key = _private_key(key_path)
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw,
+                                        serialization.PublicFormat.Raw)
+    sig = key.sign(_signed_bytes(pack.content()))
+    block = {"algorithm": "ed25519", "key": _key_id(raw),
+             "public_key": base64.b64encode(raw).decode(), "value": base64.b64encode(sig).decode()}
+    return dataclasses.replace(pack, signature=block)
+
+
+def trusted_keys(sources: Iterable[str | os.PathLike[str]] | None = None
+                 ) -> dict[str, bytes] | None:
+    """The public keys a loader trusts, by key id: from ``sources`` (``.pub`` files, folders of
+    them, or ``ed25519 <base64>`` lines), else from ``$TUNEX_TRUSTED_KEYS``; None where neither
+    names any (then unsigned packs load)."""
+    if sources is None:
+        env = os.environ.get(TRUSTED_KEYS_ENV, "").strip()
+        if not env:
+            return None
+        sources = [p for p in env.split(os.pathsep) if p.strip()]
+    import base64
+    import binascii
+
+    keys: dict[str, bytes] = {}
+    for src in sources:
+        text = os.fspath(src)
+        if text.startswith("ed25519 "):
+            lines = [(text, "<key>")]
+        else:
+            path = Path(text)
+            files = sorted(path.glob("*.pub")) if path.is_dir() else [path]
+            try:
+                lines = [(line, str(f)) for f in files
+                         for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+            except (OSError, UnicodeDecodeError) as exc:
+                raise PackError(f"cannot read trusted key {text} ({exc}): fix "
+                                f"{TRUSTED_KEYS_ENV} or the path given") from None
+        for line, where in lines:
+            parts = line.split()
+            try:
+                if len(parts) < 2 or parts[0] != "ed25519":
+                    raise ValueError("not an 'ed25519 <base64>' line")
+                raw = base64.b64decode(parts[1], validate=True)
+                if len(raw) != 32:
+                    raise ValueError("an Ed25519 public key has 32 bytes")
+            except (ValueError, binascii.Error) as exc:
+                raise PackError(f"trusted key {where} is malformed ({exc}): pass the .pub file "
+                                "`tunex pack keygen` wrote") from None
+            keys[_key_id(raw)] = raw
+    return keys
 
 
 def _check_kernels(pack: Pack, kernel_hashes: Mapping[str, str]) -> None:
@@ -492,7 +691,9 @@ def _check_kernels(pack: Pack, kernel_hashes: Mapping[str, str]) -> None:
 
 
 def load_pack(path: str | os.PathLike[str],
-              kernel_hashes: Mapping[str, str] | None = None) -> Pack:
+              kernel_hashes: Mapping[str, str] | None = None, *,
+              trusted: Iterable[str | os.PathLike[str]] | Mapping[str, bytes] | None = None
+              ) -> Pack:
     """Read and verify a pack; raise :class:`~tunex.errors.PackError` if it is unusable.
 
     Refused, with a message saying what to do: a file that cannot be read or is not JSON, a
@@ -501,8 +702,13 @@ def load_pack(path: str | os.PathLike[str],
     ill-typed field, and, when ``kernel_hashes`` (kernel name -> source hash) is given, one
     whose configs for such a kernel were made for another version of its source.
 
+    ``trusted``: public keys (see :func:`trusted_keys`; default ``$TUNEX_TRUSTED_KEYS``).
+    Where any are configured, a pack that is not signed by one of them is refused; a signed
+    pack's signature is checked in any case.
+
     The file is parsed as JSON and its values checked; nothing in it is executed.
     """
+    keys = trusted if isinstance(trusted, Mapping) else trusted_keys(trusted)
     name = os.fspath(path)
     try:
         p = Path(name)
@@ -517,7 +723,7 @@ def load_pack(path: str | os.PathLike[str],
     except (ValueError, RecursionError) as exc:
         raise PackError(f"config pack {name} is not valid JSON ({exc}); nothing of it was "
                         "loaded: get a fresh copy from its publisher or re-export it") from None
-    return pack_from_dict(doc, name, kernel_hashes)
+    return pack_from_dict(doc, name, kernel_hashes, keys)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -557,7 +763,8 @@ def _provenance(entries: Sequence[PackEntry], facts: Iterable[Mapping[str, Any]]
 
 
 def export_pack(db: Any, path: str | os.PathLike[str], *, kernel: str | None = None,
-                name: str, version: str) -> Pack:
+                name: str, version: str, sign_with: str | os.PathLike[str] | None = None
+                ) -> Pack:
     """Write the best config of every workload in ``db`` (of ``kernel`` when given) to a pack.
 
     Args:
@@ -565,6 +772,7 @@ def export_pack(db: Any, path: str | os.PathLike[str], *, kernel: str | None = N
         path: the pack file to write (atomically).
         kernel: only this kernel's workloads.
         name, version: the pack's name and version (e.g. your library's).
+        sign_with: the publisher's private key (:func:`generate_key`) to sign the pack with.
 
     Returns the pack written. Raises :class:`~tunex.errors.PackError` when there is nothing to
     export (no successful trial) or the file cannot be written.
@@ -580,11 +788,15 @@ def export_pack(db: Any, path: str | os.PathLike[str], *, kernel: str | None = N
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     pack = Pack(str(name), str(version), entries, _provenance(entries, [m.facts for _, m in best]),
                 now.isoformat().replace("+00:00", "Z"))
+    if sign_with is not None:
+        pack = sign_pack(pack, sign_with)
     return pack.write(path)
 
 
 def import_pack(db: Any, path: str | os.PathLike[str],
-                kernel_hashes: Mapping[str, str] | None = None) -> int:
+                kernel_hashes: Mapping[str, str] | None = None, *,
+                trusted: Iterable[str | os.PathLike[str]] | Mapping[str, bytes] | None = None
+                ) -> int:
     """Verify a pack and add its entries to ``db`` as trials; return how many were new.
 
     All or nothing: the pack is verified whole first (see :func:`load_pack`), then written in
@@ -592,7 +804,7 @@ def import_pack(db: Any, path: str | os.PathLike[str],
     ``"pack:NAME-VERSION"`` whose median and spread are the entry's; importing the same pack
     twice adds nothing the second time.
     """
-    pack = load_pack(path, kernel_hashes)
+    pack = load_pack(path, kernel_hashes, trusted=trusted)
     label = pack.label
     records = []
     for e in pack.entries:

@@ -37,6 +37,10 @@ def _sampler(variant: str, seed: int | None) -> optuna.samplers.BaseSampler:
     if variant == "tpe-independent":
         return s.TPESampler(seed=seed)
     if variant in ("cmaes", "cma-es", "cma"):
+        try:
+            import cmaes  # noqa: F401
+        except ImportError as e:
+            raise StrategyError("optuna:cmaes needs cmaes: pip install 'tunex[cmaes]'") from e
         return s.CmaEsSampler(seed=seed, warn_independent_sampling=False)
     if variant == "gp":
         try:

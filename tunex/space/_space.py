@@ -15,7 +15,10 @@ from __future__ import annotations
 import ast
 import itertools
 import json
+import logging
 import math
+import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,17 @@ from tunex.errors import ConfigError, SpaceError
 from tunex.space._constraints import Constraint
 from tunex.space._params import Bool, Choice, Param, Permutation, Pow2
 from tunex.trial import Config
+
+log = logging.getLogger("tunex")
+
+#: Seconds a space may take to count its valid points before it is refused
+#: (``TUNEX_SPACE_BUILD_S`` overrides); progress is logged once counting takes a while.
+BUILD_SECONDS = 120.0
+#: Seconds of counting before progress is logged (then every 10 s).
+PROGRESS_AFTER_S = 5.0
+#: Constraint checks a count may certainly need before it is refused without starting (at
+#: one to two microseconds each, past :data:`BUILD_SECONDS`).
+BUILD_EVALUATIONS = 60_000_000
 
 __all__ = ["Space"]
 
@@ -173,9 +187,66 @@ class Space:
             self._frontier.append(tuple(front))
         self._memo: list[dict[tuple[Any, ...], int]] = [{} for _ in range(n + 1)]
         self._memo_size = 0
+        self._size: int | None = None
+        self._evals = 0
+        self._next_tick = 50_000
+        self._clock: tuple[float, float, int, list[float]] = (0.0, math.inf, 1, [math.inf])
 
     def _ok(self, level: int, env: dict[str, Any]) -> bool:
         return all(c(env) for c in self._checks[level])
+
+    def _work_bound(self) -> tuple[int, int]:
+        """``(bound, certain)``: at most how many constraint checks counting the space needs
+        (per level, the distinct values of its frontier, which the memo is keyed on, times the
+        level's values), and how many it needs for sure (the levels up to the first with a
+        check, where nothing has pruned yet)."""
+        total = certain = 0
+        placed = 1
+        pruned = False
+        for level, p in enumerate(self._order):
+            front = math.prod(len(self._order[i].values) for i in self._frontier[level])
+            work = min(placed, front) * len(p.values)
+            checks = bool(self._checks[level + 1])
+            total += work if checks else 0
+            if not pruned:
+                certain += work
+            pruned = pruned or checks
+            placed *= len(p.values)
+        return total, certain
+
+    def _tie(self) -> str:
+        """The constraint that reads the most parameters, for messages."""
+        widest = max(self.constraints, key=lambda c: len(set(c.names) & set(self.names)),
+                     default=None)
+        return "" if widest is None else f" (e.g. {widest.description!r})"
+
+    def _build_clock(self) -> None:
+        bound, certain = self._work_bound()
+        if certain > BUILD_EVALUATIONS:
+            raise SpaceError(
+                f"{self.name}: counting this space's valid points needs at least {certain:.2g} "
+                f"constraint checks, more than can run in reasonable time: its constraints tie "
+                f"many parameters together{self._tie()}. Split such a constraint into ones "
+                "over fewer parameters, or narrow the parameters' ranges")
+        limit = float(os.environ.get("TUNEX_SPACE_BUILD_S", BUILD_SECONDS))
+        start = time.monotonic()
+        self._clock = (start, start + limit, bound, [start + PROGRESS_AFTER_S])
+
+    def _tick(self) -> None:
+        start, deadline, bound, say = self._clock
+        now = time.monotonic()
+        if now >= say[0]:
+            done = min(1.0, self._evals / max(bound, 1))
+            log.warning("%s: still counting the valid points after %.0f s (at least %.0f%% of "
+                        "the checks done); a constraint that reads many parameters%s is slow",
+                        self.name, now - start, 100 * done, self._tie())
+            say[0] = now + 10.0
+        if now >= deadline:
+            raise SpaceError(
+                f"{self.name}: counting the valid points took over {deadline - start:.0f} s "
+                f"and was stopped: its constraints tie many parameters together{self._tie()}. "
+                "Split such a constraint into ones over fewer parameters, narrow the ranges, "
+                "or allow longer with TUNEX_SPACE_BUILD_S")
 
     def _count(self, level: int, values: list[Any], env: dict[str, Any]) -> int:
         """Number of valid completions of the first ``level`` placed values."""
@@ -189,6 +260,10 @@ class Space:
             return hit
         p = self._order[level]
         total = 0
+        self._evals += len(p.values)
+        if self._evals >= self._next_tick:
+            self._next_tick = self._evals + 50_000
+            self._tick()
         for v in p.values:
             env[p.name] = v
             values.append(v)
@@ -214,10 +289,15 @@ class Space:
     def size(self) -> int:
         """Number of valid points."""
         self._require_bound()
+        if self._size is not None:
+            return self._size
         env = dict(self.bound)
         if not self._ok(0, env):
+            self._size = 0
             return 0
-        return self._count(0, [], env)
+        self._build_clock()
+        self._size = self._count(0, [], env)
+        return self._size
 
     def __len__(self) -> int:
         return self.size

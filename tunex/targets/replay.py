@@ -94,19 +94,26 @@ class ReplayTarget(Target):
                  definition: str | Path | None = None) -> None:
         self.path = Path(path)
         doc = load_recorded(self.path)
-        self.doc_meta = {k: v for k, v in doc.items() if k != "cache"}
-        self.keys: list[str] = list(doc["tune_params_keys"])
-        self.values: dict[str, list[Any]] = {k: list(doc["tune_params"][k]) for k in self.keys}
         self.noisy = noisy
         self.rng = np.random.default_rng(seed)
-        self.entries: dict[tuple[Any, ...], Mapping[str, Any]] = {}
-        for entry in doc["cache"].values():
-            try:
-                self.entries[tuple(entry[k] for k in self.keys)] = entry
-            except KeyError:
-                continue
+        try:
+            self.doc_meta = {k: v for k, v in doc.items() if k != "cache"}
+            self.keys: list[str] = [str(k) for k in doc["tune_params_keys"]]
+            self.values: dict[str, list[Any]] = {k: list(doc["tune_params"][k])
+                                                 for k in self.keys}
+            self.entries: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+            for entry in doc["cache"].values():
+                try:
+                    self.entries[tuple(entry[k] for k in self.keys)] = entry
+                except (KeyError, TypeError, IndexError):  # not a full, hashable entry: skip
+                    continue
+            self.space = self._space(doc, definition)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise TargetError(
+                f"{self.path} is not a usable recorded space ({type(exc).__name__}: {exc}): it "
+                "needs tune_params_keys, tune_params with a list of values per key, and a cache "
+                "of entries naming every key; re-record it or fix the file") from None
         self.digest = hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
-        self.space = self._space(doc, definition)
 
     def _space(self, doc: Mapping[str, Any], definition: str | Path | None) -> Space:
         name = str(doc.get("kernel_name") or self.path.stem)

@@ -1,0 +1,121 @@
+"""Kernel Tuner files: cache -> tunex -> cache round trip, T4 results, and the command line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tests._data import recorded
+from tunex.cli import main
+from tunex.db import Database
+from tunex.errors import TunexError
+from tunex.interop import export_cache, export_t4, import_cache, is_cache
+from tunex.targets.replay import ReplayTarget
+from tunex.tuner import Tuner
+
+T4_INVALIDITY = {"timeout", "compile", "runtime", "correctness", "constraints", "correct"}
+
+
+def load(path: Path) -> dict:
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+
+
+@pytest.mark.parametrize("rel", ["convolution/A100.json.gz", "gemm_clblast/RTX_Titan.json.gz",
+                                 "pnpoly/RTX_2080_Ti.json.gz"])
+def test_cache_round_trip_keeps_configs_and_times(tmp_path: Path, rel: str) -> None:
+    src = recorded(rel)
+    original = load(src)
+    with Database(tmp_path / "kt.db") as db:
+        workload, n = import_cache(db, src)
+        assert n == len(original["cache"]) == db.count(workload)
+        assert import_cache(db, src)[1] == 0  # nothing twice
+        out = tmp_path / "back.json.gz"
+        assert export_cache(db, workload, out) == n
+    back = load(out)
+    for key in ("device_name", "kernel_name", "problem_size", "tune_params_keys",
+                "tune_params"):
+        assert back[key] == original[key], key
+    assert set(back["cache"]) == set(original["cache"])  # same configs, same cache keys
+    for key, entry in original["cache"].items():
+        got = back["cache"][key]
+        assert {k: got[k] for k in original["tune_params_keys"]} == {
+            k: entry[k] for k in original["tune_params_keys"]}
+        if isinstance(entry["time"], str):
+            assert got["time"] == entry["time"]  # the same failure
+        else:
+            assert got["time"] == pytest.approx(entry["time"], rel=1e-12)
+            assert got["times"] == entry["times"]
+        assert got["compile_time"] == entry["compile_time"]
+        assert got["timestamp"] == entry.get("timestamp", got["timestamp"])
+
+
+def test_imported_cache_is_the_replayed_workload(tmp_path: Path) -> None:
+    src = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    target = ReplayTarget(src)
+    with Database(tmp_path / "kt.db") as db:
+        workload, n = import_cache(db, src)
+        assert workload == target.workload()
+        best = db.best(workload)
+        medians = [statistics.median(e["times"]) for e in load(src)["cache"].values()
+                   if not isinstance(e["time"], str)]
+        assert best is not None and best.value == min(medians)  # tunex ranks by median
+        result = Tuner(target, target.space, db=db, budget="100trials").run()
+        assert result.new_trials == 0 and result.trials == n  # nothing left to measure
+
+
+def test_export_of_a_search_replays_and_t4_follows_the_schema(tmp_path: Path, capsys) -> None:
+    src = recorded("convolution/A100.json.gz")
+    db = tmp_path / "run.db"
+    assert main(["search", "--target", f"replay:{src}", "--strategy", "random", "--budget",
+                 "40trials", "--seed", "2", "--db", str(db), "-q"]) == 0
+    kt, t4 = tmp_path / "search.json", tmp_path / "search.t4.json"
+    assert main(["db", "export", "--db", str(db), "--format", "kernel_tuner", "-o",
+                 str(kt)]) == 0
+    assert main(["db", "export", "--db", str(db), "--format", "t4", "-o", str(t4)]) == 0
+    with Database(db, create=False) as d:
+        (w,) = d.workloads()
+        trials = d.trials(w)
+    replay = ReplayTarget(kt)  # the exported cache is a recorded space tunex replays
+    for t in trials:
+        m = t.measurement
+        again = replay.measure(replay.build(replay.workload(), m.config))
+        assert again.status == m.status
+        if m.ok:
+            assert again.value == pytest.approx(m.value)
+    doc = json.loads(t4.read_text())
+    assert doc["schema_version"] == "1.0.0" and len(doc["results"]) == len(trials) == 40
+    for r, t in zip(doc["results"], trials):
+        assert {"configuration", "times", "invalidity", "correctness"} <= set(r)
+        assert r["invalidity"] in T4_INVALIDITY
+        assert r["configuration"] == t.measurement.config.to_dict()
+        assert r["times"]["runtimes"] == list(t.measurement.times_ms)
+        assert (r["invalidity"] == "correct") == t.measurement.ok
+
+
+def test_cli_import_and_clear_errors(tmp_path: Path, capsys) -> None:
+    src = recorded("pnpoly/RTX_3060_laptop.json.gz")
+    db = tmp_path / "cli.db"
+    assert is_cache(src) and not is_cache(tmp_path / "absent.json")
+    assert main(["db", "import", str(src), "--db", str(db)]) == 0
+    assert "imported 4092 trials of Kernel Tuner cache" in capsys.readouterr().err
+    export = tmp_path / "trials.jsonl"
+    assert main(["db", "export", "--db", str(db), "-o", str(export)]) == 0
+    assert not is_cache(export)  # a tunex export still imports as one
+    assert main(["db", "import", str(export), "--db", str(tmp_path / "other.db")]) == 0
+    capsys.readouterr()
+    assert main(["db", "export", "--db", str(db), "--format", "t4"]) == 2
+    assert "-o FILE" in capsys.readouterr().err
+    assert main(["db", "import", str(src), "--db", str(db)]) == 0
+    other = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    assert main(["db", "import", str(other), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["db", "export", "--db", str(db), "--format", "kernel_tuner", "-o",
+                 str(tmp_path / "x.json")]) == 2
+    assert "2 match: pass --workload ID" in capsys.readouterr().err
+    with Database(tmp_path / "empty.db") as empty, pytest.raises(TunexError, match="no trial"):
+        export_t4(empty, ReplayTarget(src).workload(), tmp_path / "none.json")

@@ -1,0 +1,39 @@
+"""A search mirrored into an Optuna storage as its trials end (what optuna-dashboard reads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from tests._data import recorded
+from tunex.cli import main
+from tunex.db import Database
+
+
+def test_search_is_mirrored_trial_by_trial_and_resumes(tmp_path: Path, capsys) -> None:
+    data = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    db, storage = tmp_path / "run.db", f"sqlite:///{tmp_path / 'optuna.db'}"
+    base = ["search", "--target", f"replay:{data}", "--strategy", "random", "--seed", "4",
+            "--db", str(db), "-q"]
+    assert main([*base, "--budget", "12trials"]) == 0  # recorded before the mirror existed
+    assert main([*base, "--budget", "30trials", "--optuna-storage", storage]) == 0
+    with Database(db, create=False) as d:
+        (w,) = d.workloads()
+        trials = d.trials(w)
+        best = d.best(w)
+    study = optuna.load_study(study_name=f"tunex:{w.kernel}:{w.digest}", storage=storage)
+    mirrored = sorted(study.get_trials(), key=lambda t: t.user_attrs["tunex_trial"])
+    assert [t.user_attrs["tunex_trial"] for t in mirrored] == [t.number for t in trials]
+    for ft, t in zip(mirrored, trials):
+        m = t.measurement
+        assert ft.params == dict(m.config)
+        assert ft.user_attrs["status"] == m.status.value
+        assert (ft.state == optuna.trial.TrialState.COMPLETE) == m.ok
+        assert ft.value == (m.value if m.ok else None)
+    assert best is not None and study.best_value == best.value
+    assert main([*base, "--budget", "30trials", "--optuna-storage", storage]) == 0
+    assert len(study.get_trials()) == 30  # nothing twice
+    capsys.readouterr()
+    assert main([*base, "--budget", "31trials", "--optuna-storage", "nosuch://x"]) == 2
+    assert "cannot open Optuna storage" in capsys.readouterr().err

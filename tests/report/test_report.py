@@ -1,0 +1,206 @@
+"""tunex report: what it computes, and the page rendered for real in headless Chromium.
+
+Pages are made for a replay search, a database the decorator filled (Triton's interpreter),
+and a RISC-V search (marked riscv). Chromium is Debian's package (scripts/install-chromium.sh);
+the rendering tests skip cleanly without it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests._data import recorded
+from tunex.cli import main
+from tunex.db import Database
+from tunex.report import render_report
+from tunex.report._analysis import analyse
+from tunex.trial import Config, Measurement, Status, Workload
+
+pytest.importorskip("matplotlib")
+
+FIGURES = ("convergence-trials", "convergence-time", "over-search", "runtime-hist", "failures",
+           "importances", "effects", "quality")
+
+
+def chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("chromium not installed (scripts/install-chromium.sh installs it)")
+    return exe
+
+
+def render_in_chromium(page: Path, tmp_path: Path) -> tuple[str, str]:
+    """(DOM after scripts ran, browser log) of ``page``; also leaves a screenshot beside it."""
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'chromium-profile'}", "--enable-logging=stderr",
+            "--v=0"]
+    done = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    shot = page.with_suffix(".png")
+    subprocess.run([*base, "--window-size=1400,3000", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, text=True, timeout=120, check=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    return done.stdout, done.stderr
+
+
+def assert_renders(page: Path, tmp_path: Path, plots: int) -> str:
+    dom, log = render_in_chromium(page, tmp_path)
+    body = re.search(r"<body[^>]*>", dom)
+    assert body is not None
+    assert 'data-ready="1"' in body.group(0) and 'data-errors="0"' in body.group(0)
+    assert f'data-plots="{plots}"' in body.group(0)
+    # any console message (a script error, a fetch the page's CSP refused) is a failure
+    assert [line for line in log.splitlines() if ":CONSOLE" in line] == []
+    return dom
+
+
+def figures(text: str) -> dict[str, bool]:
+    """Which figures a page has: key -> plotted (False: shown as 'not shown: why')."""
+    return {k: cls == "plot" for cls, k in
+            re.findall(r"<figure class='(plot|missing)[^']*' data-figure='([^']+)'", text)}
+
+
+def test_replay_report(tmp_path: Path, capsys) -> None:
+    data = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    db = tmp_path / "replay.db"
+    for strategy, budget in (("model", "40trials"), ("random", "70trials")):
+        assert main(["search", "--target", f"replay:{data}", "--strategy", strategy,
+                     "--budget", budget, "--seed", "3", "--db", str(db), "-q"]) == 0
+    page = tmp_path / "replay.html"
+    assert main(["report", "--db", str(db), "-o", str(page), "--space", str(data)]) == 0
+    assert "wrote the report of 1 workload" in capsys.readouterr().err
+    text = page.read_text()
+    shown = figures(text)
+    assert list(shown) == list(FIGURES)
+    assert all(v for k, v in shown.items() if k != "failures")
+    assert not re.search(r"(src|href)=['\"]?(https?:)?//", text)  # nothing fetched
+    convergence = text.split("data-figure='convergence-trials'")[1].split("</figure>")[0]
+    assert ">model<" in convergence and ">random<" in convergence  # one line per strategy
+    assert "recorded optimum" in convergence
+    with Database(db, create=False) as d:
+        w = d.workloads()[0]
+        best = d.best(w)
+        from tunex.targets.replay import ReplayTarget
+
+        optimum = ReplayTarget(data).optimum()
+    assert best is not None
+    assert f"recorded optimum {optimum:.4g} ms" in text
+    assert f"{optimum / best.value:.1%} of optimal" in text
+    chosen = re.search(r"<tr class='chosen'>.*?</tr>", text)
+    assert chosen is not None and f"{best.value:.5g}" in chosen.group(0)
+    assert_renders(page, tmp_path, plots=sum(shown.values()))
+
+
+def test_report_of_a_database_the_decorator_filled(tmp_path: Path) -> None:
+    ta = pytest.importorskip("tests.test_autotune")
+    import tunex
+    from tunex.space import Choice, Pow2, Space
+
+    def bench(call, config):
+        if config["BLOCK"] == 1024 and config["num_warps"] == 1:
+            raise RuntimeError("out of resources: registers")  # a failed trial, recorded
+        call()
+        t = 1.0 + abs(math.log2(config["BLOCK"]) - 7) + 0.1 * config["num_warps"]
+        return [t, t * 1.01, t * 0.99]
+
+    db = tmp_path / "decorated.db"
+    space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
+    k = tunex.autotune(space=space, key={"n": "pow2"}, mode="on_miss", budget="18trials",
+                       strategy="random", db=str(db), bench=bench)(ta.jit(ta.add_kernel))
+    ta.call_add(k, 3000)
+    page = tmp_path / "decorated.html"
+    with Database(db, create=False) as d:
+        assert sum(d.count(w) for w in d.workloads()) == 18
+        text = render_report(d)
+    page.write_text(text)
+    # the 18 points fit the budget: the decorator enumerates them
+    assert "Tuned by <code>@tunex.autotune</code> on a miss (strategy exhaustive)" in text
+    assert "<b>Chosen</b>: BLOCK=128 num_warps=1" in text
+    shown = figures(text)
+    assert shown["failures"] and shown["importances"] and shown["quality"]
+    importances = text.split("data-figure='importances'")[1].split("</figure>")[0]
+    assert ">BLOCK<" in importances
+    assert_renders(page, tmp_path, plots=sum(shown.values()))
+
+
+@pytest.mark.riscv
+def test_report_of_a_riscv_search(tmp_path: Path) -> None:
+    from tunex.errors import TargetError
+    from tunex.targets import make_target
+
+    try:
+        make_target("riscv-sim:x280")
+    except TargetError as e:
+        pytest.skip(f"RISC-V toolchain absent ({e})")
+    db = tmp_path / "riscv.db"
+    assert main(["search", "sgemm", "--target", "riscv-sim:x280", "--shape", "M=16,N=16,K=16",
+                 "--budget", "16trials", "--seed", "0", "--workers", "1", "--db", str(db),
+                 "-q"]) == 0
+    page = tmp_path / "riscv.html"
+    assert main(["report", "--db", str(db), "--kernel", "sgemm", "-o", str(page)]) == 0
+    text = page.read_text()
+    assert "sgemm <span class='problem'>" in text and "riscv-sim:x280" in text
+    shown = figures(text)
+    assert shown["convergence-trials"] and shown["runtime-hist"] and shown["importances"]
+    assert_renders(page, tmp_path, plots=sum(shown.values()))
+
+
+def _toy(tmp_path: Path, name: str, time_of) -> object:
+    rng = __import__("random").Random(0)
+    w = Workload("toy", "h", {"n": 1}, {"device": "cpu"})
+    with Database(tmp_path / f"{name}.db") as db:
+        configs = [Config(a=a, b=b, c=c) for a in range(8) for b in range(4) for c in "xyz"]
+        rng.shuffle(configs)
+        for cfg in configs[:80]:
+            db.record(w, Measurement(cfg, Status.OK, (time_of(cfg, rng),)), strategy="random")
+        return analyse(db, w)
+
+
+def test_model_sections_find_the_parameter_that_matters(tmp_path: Path) -> None:
+    """Times that depend on one parameter: the importances say so, the partial dependence
+    follows the measured times, and refits pick fast unseen configs; times that depend on
+    nothing: the refits' picks are no better than chance."""
+    r = _toy(tmp_path, "signal", lambda cfg, rng: 1.0 + cfg["a"] ** 2 + 0.01 * rng.random())
+    assert next(iter(r.importances)) == "a" and r.importances["a"] > 0.8
+    predicted = [p for _, p, _ in r.effects["a"]]
+    assert predicted == sorted(predicted)  # slower as a grows, like the measurements
+    assert len(r.quality) == 8 and r.quality[0].seen == 12 and r.quality[-1].unseen == 5
+    hits = sorted(q.top_hit for q in r.quality)
+    assert hits[len(hits) // 2] < 1.02  # its top pick is about the best unseen trial
+    assert sum(q.spearman for q in r.quality[4:]) / 4 > 0.3
+    noise = _toy(tmp_path, "noise", lambda cfg, rng: 1.0 + rng.random())
+    hits = sorted(q.top_hit for q in noise.quality)
+    assert hits[len(hits) // 2] > 1.2
+
+
+def test_report_errors_are_one_line(tmp_path: Path, capsys) -> None:
+    with Database(tmp_path / "few.db") as db:
+        db.record(Workload("toy"), Measurement(Config(a=1), Status.OK, (1.0,)))
+    assert main(["report", "--db", str(tmp_path / "few.db"), "--workload", "beef",
+                 "-o", str(tmp_path / "x.html")]) == 2
+    assert "no workload 'beef'" in capsys.readouterr().err
+    assert main(["report", "--db", str(tmp_path / "none.db")]) == 2
+    assert "no tuning database" in capsys.readouterr().err
+    out = tmp_path / "few.html"
+    assert main(["report", "--db", str(tmp_path / "few.db"), "-o", str(out)]) == 0
+    text = out.read_text()  # one trial: the plots that need more say why they are missing
+    assert "Not shown: the configs of this workload vary in no parameter." in text
+
+
+def test_convergence_by_wall_time_follows_when_trials_ended(tmp_path: Path) -> None:
+    """Parallel trials end out of trial order: the wall-time line is ordered by end time."""
+    w = Workload("toy")
+    with Database(tmp_path / "par.db") as db:
+        for a, t, ended in ((1, 5.0, 30.0), (2, 1.0, 20.0), (3, 3.0, 10.0)):
+            db.record(w, Measurement(Config(a=a), Status.OK, (t,), started_at=0.0,
+                                     ended_at=ended), strategy="model")
+        (s,) = analyse(db, w).series
+    assert s.best_ms == [5.0, 1.0, 1.0]  # by trial number
+    assert s.seconds == [10.0, 20.0, 30.0] and s.best_by_time == [3.0, 1.0, 1.0]

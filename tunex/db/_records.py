@@ -1,0 +1,469 @@
+"""Recording and reading trials: numbering, declared spaces, claims of running searches, and
+the queries (best, top-k, history) the tuner, the decorator and the CLI ask."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tunex.db import _schema as S
+from tunex.db._engine import Store, _first_line
+from tunex.errors import DatabaseError, SpaceError
+from tunex.space import Space
+from tunex.trial import Config, Measurement, Status, Workload
+
+__all__ = ["CLAIM_LEASE_S", "Claims", "Records", "Trial", "claim_owner"]
+
+#: Seconds a claim counts without a heartbeat from its owner (a search heartbeats its claims
+#: several times per lease; a claim of a process that died on this host ends at once).
+CLAIM_LEASE_S = 120.0
+_HOST = socket.gethostname()
+
+
+def claim_owner() -> str:
+    """A new owner name for claims: ``host:pid:token``, unique per search."""
+    return f"{_HOST}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+def _owner_dead(owner: str) -> bool:
+    """Whether ``owner`` (see :func:`claim_owner`) was a process of this host that is gone."""
+    rest, _, _token = owner.rpartition(":")
+    host, _, pid = rest.rpartition(":")
+    if host != _HOST:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError, OverflowError):
+        return False
+    return False
+
+
+@dataclass(frozen=True)
+class Claims:
+    """What :meth:`Database.claim` gave.
+
+    Attributes:
+        granted: the keys now claimed by the caller, in the order asked.
+        measured: keys that already have a recorded trial.
+        busy: keys claimed by another live search.
+        full: the trial limit was reached before every key could be claimed.
+        used: trials recorded plus live claims of the workload, after this call.
+    """
+
+    granted: tuple[str, ...]
+    measured: tuple[str, ...]
+    busy: tuple[str, ...]
+    full: bool
+    used: int
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One recorded trial.
+
+    Attributes:
+        number: the trial's number within its workload: 1, 2, 3, ... in order of recording.
+        workload: what was tuned.
+        measurement: what was measured (failures included).
+        strategy: name of the search strategy that proposed the config, when known.
+        recorded_at: when the trial was written to the database (seconds since the epoch).
+    """
+
+    number: int
+    workload: Workload
+    measurement: Measurement
+    strategy: str | None
+    recorded_at: float
+
+
+class Records(Store):
+    """Writing and reading trials (see :class:`Database`)."""
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def record(self, workload: Workload, m: Measurement, *, strategy: str | None = None,
+               claim: str | None = None) -> int:
+        """Write one trial and commit it at once; return its number within the workload.
+
+        Numbers are 1, 2, 3, ... in order of recording, without gaps, and unique even when
+        several processes record into the same workload at once. Failed measurements are
+        recorded like any other. ``claim`` is the key the trial was claimed under
+        (:meth:`claim`); the claim ends in the same transaction.
+
+        Raises:
+            DatabaseError: the workload has a declared space (:meth:`declare_space`) and the
+                config is not one of its points; nothing is recorded.
+        """
+        values = _trial_values(m, strategy, time.time())
+
+        def tx(conn: Connection, new_ids: dict[str, int]) -> int:
+            wid = self._workload_id(conn, workload, new_ids)
+            number = self._next_number(conn, wid)
+            space = self._stored_space(conn, wid)
+            if space is not None:
+                problems = space.violations(m.config)
+                if problems:
+                    raise DatabaseError(
+                        f"refused a trial of {workload.kernel}: {dict(m.config)} is not in the "
+                        f"workload's space ({'; '.join(problems)}); nothing was recorded")
+            conn.execute(S.trials.insert().values(workload_id=wid, number=number, **values))
+            if claim is not None:
+                c = S.claims.c
+                conn.execute(S.claims.delete().where(c.workload_id == wid,
+                                                     c.config_key == claim))
+            return number
+
+        return self._write("record a trial in", tx)
+
+    # -- spaces --------------------------------------------------------------------------------
+
+    def declare_space(self, workload: Workload, space: Space) -> None:
+        """Keep ``space`` (bound) as the space of ``workload``: every trial recorded or imported
+        for it from now on must be one of its points. A search declares the space it searches
+        (replacing an older declaration: the code that runs is the truth). Constraints written
+        as Python callables cannot be stored; their parameters' domains still are."""
+        doc = _space_json(space)
+
+        def tx(conn: Connection, new_ids: dict[str, int]) -> None:
+            wid = self._workload_id(conn, workload, new_ids)
+            w = S.workloads.c
+            stored = conn.execute(sa.select(w.space).where(w.id == wid)).scalar()
+            if stored != doc:
+                conn.execute(S.workloads.update().where(w.id == wid).values(space=doc))
+            self._spaces[wid] = (doc, Space.from_dict(json.loads(doc)))
+
+        self._write("declare a space in", tx)
+
+    def space(self, workload: Workload) -> Space | None:
+        """The declared space of ``workload`` (:meth:`declare_space`), or None."""
+
+        def query(conn: Connection) -> Space | None:
+            wid = self._find_workload(conn, workload)
+            return None if wid is None else self._stored_space(conn, wid)
+
+        return self._read("read", query)
+
+    def _stored_space(self, conn: Connection, wid: int) -> Space | None:
+        w = S.workloads.c
+        doc = conn.execute(sa.select(w.space).where(w.id == wid)).scalar()
+        if doc is None:
+            return None
+        cached = self._spaces.get(wid)
+        if cached is not None and cached[0] == doc:
+            return cached[1]
+        try:
+            space = Space.from_dict(json.loads(doc))
+        except (ValueError, TypeError, SpaceError) as exc:
+            raise DatabaseError(
+                f"tuning database {self._shown} holds a damaged space for workload {wid} "
+                f"({_first_line(exc)}): run the search again to declare it anew, or pass "
+                "another --db") from exc
+        self._spaces[wid] = (doc, space)
+        return space
+
+    # -- claims --------------------------------------------------------------------------------
+
+    def claim(self, workload: Workload, keys: Sequence[str], *, owner: str,
+              limit: int | None = None, lease: float = CLAIM_LEASE_S) -> Claims:
+        """Claim configs (by :attr:`Config.key`, or any token for a repeat measurement) before
+        measuring them, in one transaction: a key already measured or claimed by another live
+        search is skipped, and no key is granted once the workload's trials plus live claims
+        reach ``limit``. So concurrent searches of one workload never measure a config twice
+        and together stop at exactly their trial budget.
+
+        Claims end when their trial is recorded (``record(..., claim=key)``), on
+        :meth:`release`, or when their owner sends no :meth:`heartbeat` for ``lease`` seconds
+        (at once when the owner was a process of this host that died).
+        """
+        now = time.time()
+
+        def tx(conn: Connection, new_ids: dict[str, int]) -> Claims:
+            wid = self._workload_id(conn, workload, new_ids)
+            if not self._sqlite:  # claimers of one workload queue on its row
+                conn.execute(sa.select(S.workloads.c.id).where(S.workloads.c.id == wid)
+                             .with_for_update())
+            c, t = S.claims.c, S.trials.c
+            live: dict[str, str] = {}
+            stale = []
+            for r in conn.execute(sa.select(c.config_key, c.owner, c.heartbeat_at)
+                                  .where(c.workload_id == wid)):
+                if now - r.heartbeat_at > lease or (r.owner != owner and _owner_dead(r.owner)):
+                    stale.append(r.config_key)
+                else:
+                    live[r.config_key] = r.owner
+            if stale:
+                conn.execute(S.claims.delete().where(c.workload_id == wid,
+                                                     c.config_key.in_(stale)))
+            recorded = int(conn.execute(sa.select(sa.func.count()).select_from(S.trials)
+                                        .where(t.workload_id == wid)).scalar_one())
+            wanted = list(dict.fromkeys(keys))
+            done = {r[0] for r in conn.execute(
+                sa.select(t.config_key).where(t.workload_id == wid, t.config_key.in_(wanted)))}
+            used = recorded + len(live)
+            granted: list[str] = []
+            measured: list[str] = []
+            busy: list[str] = []
+            full = False
+            for key in wanted:
+                if key in done:
+                    measured.append(key)
+                elif key in live:
+                    (granted if live[key] == owner else busy).append(key)
+                elif limit is not None and used >= limit:
+                    full = True
+                    break
+                else:
+                    conn.execute(S.claims.insert().values(workload_id=wid, config_key=key,
+                                                          owner=owner, heartbeat_at=now))
+                    granted.append(key)
+                    used += 1
+            return Claims(tuple(granted), tuple(measured), tuple(busy), full, used)
+
+        return self._write("claim configs in", tx)
+
+    def heartbeat(self, owner: str) -> None:
+        """Keep ``owner``'s claims alive (a search calls it several times per lease)."""
+        c = S.claims.c
+
+        def tx(conn: Connection, new_ids: dict[str, int]) -> None:
+            conn.execute(S.claims.update().where(c.owner == owner)
+                         .values(heartbeat_at=time.time()))
+
+        self._write("renew claims in", tx)
+
+    def release(self, owner: str) -> None:
+        """End every claim of ``owner`` (a search that stops releases what it did not measure)."""
+        c = S.claims.c
+
+        def tx(conn: Connection, new_ids: dict[str, int]) -> None:
+            conn.execute(S.claims.delete().where(c.owner == owner))
+
+        self._write("release claims in", tx)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _trial_rows(
+        self,
+        conn: Connection,
+        workload: Workload | None = None,
+        *,
+        kernel: str | None = None,
+        ok_only: bool = False,
+    ) -> list[Any]:
+        """Trial rows joined with their workload, in (workload, number) order."""
+        t, w = S.trials.c, S.workloads.c
+        query = sa.select(
+            t.number,
+            t.config,
+            t.status,
+            t.times_ms,
+            t.compile_ms,
+            t.facts,
+            t.error,
+            t.worker,
+            t.strategy,
+            t.started_at,
+            t.ended_at,
+            t.recorded_at,
+            t.workload_id,
+            w.digest,
+            w.kernel,
+            w.kernel_hash,
+            w.problem,
+            w.target,
+        ).join_from(S.trials, S.workloads, t.workload_id == w.id)
+        if workload is not None:
+            wid = self._find_workload(conn, workload)
+            if wid is None:
+                return []
+            query = query.where(t.workload_id == wid)
+        if kernel is not None:
+            query = query.where(w.kernel == kernel)
+        if ok_only:
+            query = query.where(t.status == Status.OK.value, t.value_ms.is_not(None))
+        return list(conn.execute(query.order_by(t.workload_id, t.number)))
+
+    def trials(self, workload: Workload) -> list[Trial]:
+        """Every trial of ``workload``, failures included, in trial-number order."""
+        rows = self._read("read", lambda conn: self._trial_rows(conn, workload))
+        return [
+            Trial(r.number, workload, self._measurement(r), r.strategy, r.recorded_at) for r in rows
+        ]
+
+    def measurements(self, workload: Workload) -> list[Measurement]:
+        """The measurements of :meth:`trials`, equal to the ones recorded (``facts`` come back
+        as JSON values: tuples inside facts become lists)."""
+        return [t.measurement for t in self.trials(workload)]
+
+    def count(self, workload: Workload) -> int:
+        """How many trials ``workload`` has, failures included."""
+
+        def query(conn: Connection) -> int:
+            wid = self._find_workload(conn, workload)
+            if wid is None:
+                return 0
+            t = S.trials.c
+            return int(
+                conn.execute(
+                    sa.select(sa.func.count()).select_from(S.trials).where(t.workload_id == wid)
+                ).scalar_one()
+            )
+
+        return self._read("read", query)
+
+    def best(self, workload: Workload) -> Measurement | None:
+        """The best config of ``workload`` as ranked by :meth:`top_k`; None without an ok trial.
+
+        For a config measured once this is its stored measurement: the lowest median runtime
+        (:attr:`Measurement.value`) among the trials with status ok.
+        """
+        top = self.top_k(workload, 1)
+        return top[0] if top else None
+
+    def top_k(self, workload: Workload, k: int) -> list[Measurement]:
+        """The ``k`` best distinct configs of ``workload``, best first; failures never rank.
+
+        A config measured several times (e.g. a leader re-measured before a winner is declared)
+        is ranked once, by the median of all its ok runtimes pooled: its measurement then has
+        ``times_ms`` of every ok trial in trial order, ``started_at`` of the first,
+        ``ended_at``, ``compile_ms``, ``facts``, ``worker`` and ``error`` of the last. A
+        config measured once comes back exactly as recorded. Ties go to the config measured
+        first.
+        """
+        if k < 0:
+            raise ValueError(f"top_k needs k >= 0, got {k}")
+        if k == 0:
+            return []
+        rows = self._read("read", lambda conn: self._trial_rows(conn, workload, ok_only=True))
+        return self._rank(rows)[:k]
+
+    def _rank(self, rows: Sequence[Any]) -> list[Measurement]:
+        by_config: dict[str, list[Measurement]] = {}
+        for r in rows:
+            by_config.setdefault(r.config, []).append(self._measurement(r))
+        pooled = [_pool(ms) for ms in by_config.values()]  # dicts keep first-measured order
+        return sorted(pooled, key=lambda m: m.value)
+
+    def best_per_workload(self, kernel: str | None = None) -> list[tuple[Workload, Measurement]]:
+        """(workload, best measurement) of every workload with an ok trial, in the order the
+        workloads were first recorded; only those of ``kernel`` when given. "Best" is as in
+        :meth:`best`."""
+        rows = self._read("read", lambda conn: self._trial_rows(conn, kernel=kernel, ok_only=True))
+        return [(wl, self._rank(group)[0]) for wl, group in _grouped(rows)]
+
+    def workloads(self, kernel: str | None = None) -> list[Workload]:
+        """Every workload in the database (only those of ``kernel`` when given), in the order
+        they were first recorded."""
+        w = S.workloads.c
+        query = sa.select(w.kernel, w.kernel_hash, w.problem, w.target).order_by(w.id)
+        if kernel is not None:
+            query = query.where(w.kernel == kernel)
+        rows = self._read("read", lambda conn: list(conn.execute(query)))
+        return [_workload_of(r) for r in rows]
+
+    def history(
+        self,
+        kernel: str | None = None,
+        exclude: Workload | None = None,
+    ) -> list[tuple[Workload, list[Measurement]]]:
+        """Every workload's measurements, failures included, in trial order: what a cost model
+        learns from and transfers to a new workload.
+
+        Args:
+            kernel: only workloads of this kernel.
+            exclude: leave this workload out (typically the one being tuned).
+        """
+        rows = self._read("read", lambda conn: self._trial_rows(conn, kernel=kernel))
+        return [
+            (wl, [self._measurement(r) for r in group])
+            for wl, group in _grouped(rows)
+            if wl != exclude
+        ]
+
+    def _measurement(self, row: Any) -> Measurement:
+        try:
+            status = Status(row.status)
+        except ValueError:
+            raise DatabaseError(
+                f"tuning database {self._shown} holds a trial with unknown status "
+                f"{row.status!r}, probably written by a newer tunex: upgrade tunex"
+            ) from None
+        return Measurement(
+            config=Config.from_json(row.config),
+            status=status,
+            times_ms=tuple(json.loads(row.times_ms)),
+            compile_ms=row.compile_ms,
+            facts=json.loads(row.facts),
+            error=row.error,
+            worker=row.worker,
+            started_at=row.started_at,
+            ended_at=row.ended_at,
+        )
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return value.item()
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy arrays
+        return value.tolist()
+    return repr(value)  # a fact we cannot store faithfully must not stop a search
+
+
+def _space_json(space: Space) -> str:
+    try:
+        doc = space.to_dict()
+    except SpaceError:  # callable constraints: keep the parameters' domains
+        doc = {"name": space.name, "params": [p.to_dict() for p in space.params],
+               "constraints": [], "problem": [], "bound": None, "partial": True}
+    return json.dumps(doc, sort_keys=True, default=_json_default)
+
+
+def _trial_values(m: Measurement, strategy: str | None, recorded_at: float) -> dict[str, Any]:
+    return {
+        "config_key": m.config.key,
+        "config": m.config.to_json(),
+        "status": m.status.value,
+        "value_ms": m.value if m.ok else None,
+        "times_ms": json.dumps(list(m.times_ms)),
+        "compile_ms": m.compile_ms,
+        "facts": json.dumps(dict(m.facts), sort_keys=True, default=_json_default),
+        "error": m.error,
+        "worker": m.worker,
+        "strategy": strategy,
+        "started_at": m.started_at,
+        "ended_at": m.ended_at,
+        "recorded_at": recorded_at,
+    }
+
+
+def _workload_of(row: Any) -> Workload:
+    return Workload(row.kernel, row.kernel_hash, json.loads(row.problem), json.loads(row.target))
+
+
+def _grouped(rows: Iterable[Any]) -> Iterator[tuple[Workload, list[Any]]]:
+    for _, group in itertools.groupby(rows, key=lambda r: r.workload_id):
+        members = list(group)
+        yield _workload_of(members[0]), members
+
+
+def _pool(ms: list[Measurement]) -> Measurement:
+    if len(ms) == 1:
+        return ms[0]
+    last = ms[-1]
+    return last.replace(
+        times_ms=tuple(t for m in ms for t in m.times_ms), started_at=ms[0].started_at
+    )
