@@ -300,7 +300,7 @@ def test_space_mode_with_search_strategy_and_budget(db_path: Path) -> None:
     with Database(db_path) as d:
         (w,) = d.workloads()
         trials = d.trials(w)
-    assert len(trials) == 5 and all(t.strategy == "random" for t in trials)
+    assert len(trials) == 5 and all(t.strategy == "autotune:random" for t in trials)
     assert trials[0].measurement.config == space.default()  # the default is measured first
     assert k.last.source == "tuned" and "over default" in k.last.reason
 
@@ -701,7 +701,7 @@ def test_a_time_only_budget_runs_the_default_strategy(db_path: Path) -> None:
     with Database(db_path) as d:
         trials = d.trials(d.workloads()[0])
     # searched by "model", not enumerated from the smallest BLOCK
-    assert {t.strategy for t in trials} == {"model"} and len(trials) >= 3
+    assert {t.strategy for t in trials} == {"autotune:model"} and len(trials) >= 3
     assert "(model" in k.last.reason
 
 

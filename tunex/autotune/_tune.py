@@ -125,6 +125,8 @@ class TuningMixin:
                                         workload, space)
             first = [default, *extra.get("seeds", ()), *siblings]
             strategy = get_strategy(self.strategy, space, seed=self.seed)
+        label = strategy.name
+        strategy.name = f"autotune:{label}"  # how its trials are recorded: tuned on a miss
         target = CallTarget(self, workload, grid, args, kwargs)  # type: ignore[arg-type]
         builder = target.builder()
         pool = None
@@ -166,6 +168,6 @@ class TuningMixin:
         else:
             gain = "default not measured"
         fails = sum(1 for m in done.values() if not m.ok)
-        reason = (f"tuned {new} trials in {secs:.1f} s ({strategy.name}, {where}"
+        reason = (f"tuned {new} trials in {secs:.1f} s ({label}, {where}"
                   + (f", {fails} failed" if fails else "") + f"; {result.stopped}), {gain}")
         return best.config, reason, {"trials": new, "speedup": speedup, "time_ms": best.value}
