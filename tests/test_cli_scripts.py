@@ -60,7 +60,8 @@ def test_version_help_defaults_and_strategies(capsys) -> None:
         main(["search", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: 100trials)" in text and "(default: model)" in text
-    assert "(default: tunex.db)" in text and "--log-level LEVEL" in text
+    assert "(default: $TUNEX_DB, else ~/.cache/tunex/tunex.db)" in text  # one default db
+    assert "--log-level LEVEL" in text
     assert main(["strategies"]) == 0
     out = capsys.readouterr().out
     rows = {line.split()[0]: line for line in out.splitlines() if line and line[0] != " "}
