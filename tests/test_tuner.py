@@ -263,3 +263,19 @@ def test_resuming_tells_the_record_and_never_measures_a_config_twice():
     configs = [m.config for m in db.measurements(again.workload)]
     assert len(configs) == 30 and len(set(configs)) == 30
     assert again.new_trials == 18
+
+
+def test_the_progress_line_says_best_trial_failures_in_flight_and_workers():
+    from tunex.tuner import _Progress
+
+    bar = _Progress(True, Budget(None, 10), 0)
+    try:
+        bar.update(1, Measurement(Config(a=1), Status.OK, (2.0,), worker="gpu0"), 1, 3)
+        bar.update(2, Measurement(Config(a=2), Status.OK, (1.0,), worker="gpu1"), 2, 3)
+        bar.update(3, Measurement.failed(Config(a=3), Status.TIMEOUT, "hung"), 3, 2)
+        fields = bar.p.tasks[0].fields
+        assert fields["best"] == "best 1 ms (trial 2)"
+        assert fields["detail"] == "2 in flight | failed: timeout 1 | gpu0:1 gpu1:1"
+        assert bar.p.tasks[0].completed == 3 and bar.p.tasks[0].total == 10
+    finally:
+        bar.close()

@@ -263,7 +263,7 @@ class Tuner:
                     if m.value < best * 0.99:
                         last_gain = count
                     best = min(best, m.value)
-                    bar.update(count, best)
+                    bar.update(count, m, number, len(running))
                     if self.on_trial:
                         self.on_trial(m, number)
         except KeyboardInterrupt:
@@ -345,10 +345,15 @@ class _Claims:
 
 
 class _Progress:
-    """A rich progress bar showing trials and the best time so far (a no-op when off)."""
+    """A rich progress bar of a search (a no-op when off): trials done of the budget, the best
+    time and the trial that found it, failures by kind, trials in flight and trials measured per
+    worker (device)."""
 
     def __init__(self, enabled: bool, budget: Budget, start: int) -> None:
         self.p = None
+        self.failures: dict[str, int] = {}
+        self.workers: dict[str, int] = {}
+        self.best = (math.inf, 0)
         if not enabled:
             return
         from rich.progress import (
@@ -360,15 +365,30 @@ class _Progress:
         )
 
         self.p = Progress(TextColumn("[bold]tuning"), BarColumn(), MofNCompleteColumn(),
-                          TextColumn("best {task.fields[best]}"), TimeElapsedColumn(),
-                          transient=False)
-        self.task = self.p.add_task("tune", total=budget.trials, completed=start, best="-")
+                          TextColumn("{task.fields[best]}"), TimeElapsedColumn(),
+                          TextColumn("{task.fields[detail]}"), transient=False)
+        self.task = self.p.add_task("tune", total=budget.trials, completed=start, best="best -",
+                                    detail="")
         self.p.start()
 
-    def update(self, count: int, best: float) -> None:
-        if self.p is not None:
-            self.p.update(self.task, completed=count,
-                          best="-" if math.isinf(best) else f"{best:.4g} ms")
+    def update(self, count: int, m: Measurement, number: int, in_flight: int) -> None:
+        if m.ok and m.value < self.best[0]:
+            self.best = (m.value, number)
+        if not m.ok:
+            self.failures[m.status.value] = self.failures.get(m.status.value, 0) + 1
+        if m.worker:
+            self.workers[m.worker] = self.workers.get(m.worker, 0) + 1
+        if self.p is None:
+            return
+        best = ("best -" if math.isinf(self.best[0])
+                else f"best {self.best[0]:.4g} ms (trial {self.best[1]})")
+        parts = [f"{in_flight} in flight"]
+        if self.failures:
+            parts.append("failed: " + ", ".join(f"{k} {v}" for k, v in
+                                                sorted(self.failures.items())))
+        if len(self.workers) > 1:
+            parts.append(" ".join(f"{w}:{n}" for w, n in sorted(self.workers.items())))
+        self.p.update(self.task, completed=count, best=best, detail=" | ".join(parts))
 
     def close(self) -> None:
         if self.p is not None:
