@@ -729,16 +729,253 @@ def report(results: Results, facts: dict[str, dict[str, Any]], spaces: list[str]
     return "\n".join(out) + "\n"
 
 
-def write_section(path: Path, body: str) -> None:
+def write_section(path: Path, body: str, heading: str = SECTION) -> None:
     """Replace (or add) the section in a markdown file, keeping the other sections."""
     text = path.read_text() if path.exists() else TITLE + "\n"
-    section = f"{SECTION}\n\n{body}"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    section = f"{heading}\n\n{body}"
+    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
     if pattern.search(text):
         text = pattern.sub(lambda _m: section + "\n", text, count=1)
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text.rstrip("\n") + "\n")
+
+
+# -- leave-one-out: every decision scored on spaces it was not made on ----------------------------
+#
+# ``--loo``: every recorded space under every ``--loo-data`` folder (default: ../shared's Kernel
+# Tuner spaces and benchmarks/data, tunex's own H200 and RISC-V recordings) is one held-out
+# space in turn. Its kernel family is its folder (for files directly in a data folder: the
+# kernel name the file records). A task is one (family, seed, variant): a cold ``model`` search
+# on every space of the family (``run_tunex``, noisy replay, ``--budget`` trials), then, for each
+# space, a warm search given the first ``--source-budget`` trials of the family's *other*
+# spaces' cold searches (``strategy.warm_start``, the way the Tuner hands it a database's
+# other workloads of the kernel). ``--variants`` names option sets of the ``model`` strategy;
+# the variant scored on a held-out space is the one with the best score (mean log2 of random's
+# median over the variant's median trials to 95%) on the spaces of the *other* families, so a
+# choice among variants is never credited with its own space or its siblings.
+
+LOO_DATA = [DEFAULT_DATA, HERE / "data"]
+LOO_SECTION = "## Search efficiency, leave-one-out (issue 8)"
+EASY = 50  # "easy space": random search expects at most this many trials to 95%
+
+
+def loo_spaces(roots: Sequence[Path], patterns: Sequence[str] = ("*",)
+               ) -> dict[str, tuple[str, Path]]:
+    """``{"family/name": (family, path)}`` for every recorded space under ``roots``."""
+    out: dict[str, tuple[str, Path]] = {}
+    for root in roots:
+        for p in sorted(root.rglob("*.json.gz")):
+            if p.parent == root:
+                family = str(ReplayTarget(p).doc_meta.get("kernel_name") or p.parent.name)
+            else:
+                family = p.parent.name
+            key = f"{family}/{p.name.split('.')[0]}"
+            if any(fnmatch.fnmatch(key, pat) for pat in patterns):
+                out[key] = (family, p)
+    if not out:
+        raise SystemExit(f"no recorded spaces matching {list(patterns)} under "
+                         f"{[str(r) for r in roots]}")
+    return out
+
+
+@functools.cache
+def variant_class(options_json: str) -> type:
+    """The ``model`` strategy with some options changed (its defaults for the rest)."""
+    from tunex.search._model import ModelSearch
+
+    options = json.loads(options_json)
+    if not options:
+        return ModelSearch
+
+    class Variant(ModelSearch):
+        def __init__(self, space: Any, **kw: Any) -> None:
+            super().__init__(space, **{**options, **kw})
+
+    return Variant
+
+
+def run_loo_family(members: list[tuple[str, str]], seed: int, budget: int,
+                   source_budget: int, options_json: str, optima: dict[str, float],
+                   warm: bool = True) -> dict[str, dict[str, Any]]:
+    """One (family, seed, variant) task: cold searches of every member, then warm ones."""
+    from tunex.search import register_strategy
+
+    register_strategy("model", variant_class(options_json))  # this worker's "model"
+    cold: dict[str, dict[str, Any]] = {}
+    for space, path in members:
+        cold[space] = run_tunex(Path(path), "model", seed, budget, optima[space],
+                                keep_measurements=True)
+    out: dict[str, dict[str, Any]] = {}
+    for space, path in members:
+        rec = {"cold": {k: v for k, v in cold[space].items() if not k.startswith("_")}}
+        sources = [(cold[s]["_workload"], cold[s]["_measurements"][:source_budget])
+                   for s, _ in members if s != space]
+        if warm and sources:
+            rec["warm"] = run_tunex(Path(path), "model", seed, budget, optima[space],
+                                    warm=sources)
+            rec["warm"]["sources"] = [s for s, _ in members if s != space]
+        out[space] = rec
+    return out
+
+
+def loo_main(args: argparse.Namespace) -> int:
+    roots = args.loo_data or LOO_DATA
+    spaces = loo_spaces(roots, [x.strip() for x in args.spaces.split(",")])
+    variants: dict[str, dict[str, Any]] = json.loads(args.variants)
+    results = Results(args.out)
+    doc = results.doc.setdefault("loo", {"facts": {}, "runs": {}})
+    facts = {}
+    for space, (family, path) in spaces.items():
+        f = doc["facts"].get(space)
+        if not f or f.get("data") != ReplayTarget(path).digest:
+            f = {**space_facts(path), "family": family}
+            doc["facts"][space] = f
+        facts[space] = f
+    families: dict[str, list[tuple[str, str]]] = {}
+    for space, (family, path) in spaces.items():
+        families.setdefault(family, []).append((space, str(path)))
+    t0 = time.time()
+    tasks = []
+    for name, options in variants.items():
+        opts = json.dumps(options, sort_keys=True)
+        for family, members in families.items():
+            for seed in range(args.seeds):
+                key = {"budget": args.budget, "code": tunex_code(), "options": opts,
+                       "source_budget": args.source_budget}
+                have = [doc["runs"].get(name, {}).get(s, {}).get(str(seed)) for s, _ in members]
+                if args.reuse and all(matches(h, key) for h in have):
+                    continue
+                tasks.append((name, family, members, seed, opts, key))
+    print(f"leave-one-out: {len(tasks)} tasks ({len(spaces)} spaces in {len(families)} "
+          f"families, variants {', '.join(variants)}, seeds 0-{args.seeds - 1})", flush=True)
+
+    def store(task: tuple[Any, ...], out: dict[str, dict[str, Any]]) -> None:
+        name, family, _members, seed, _opts, key = task
+        for space, rec in out.items():
+            doc["runs"].setdefault(name, {}).setdefault(space, {})[str(seed)] = {**rec, **key}
+        results.save()
+        print(f"[{time.time() - t0:6.0f}s] {name:16s} {family:20s} seed {seed:3d}  " + "  ".join(
+            f"{s.split('/')[1]}: {trials_to(r['cold'], 0.95, args.budget)}"
+            + (f"/{trials_to(r['warm'], 0.95, args.budget)}" if "warm" in r else "")
+            for s, r in out.items()), flush=True)
+
+    def call(task: tuple[Any, ...]) -> Any:
+        _name, _family, members, seed, opts, _key = task
+        return (run_loo_family, members, seed, args.budget, args.source_budget, opts,
+                {s: facts[s]["optimum"] for s, _ in members}, not args.no_warm)
+
+    if tasks:
+        if args.jobs <= 1:
+            for task in tasks:
+                fn, *a = call(task)
+                store(task, fn(*a))
+        else:
+            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                futs = {pool.submit(*call(t)): t for t in tasks}
+                while futs:
+                    done, _ = wait(futs, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        store(futs.pop(fut), fut.result())
+        doc.setdefault("sessions", []).append({
+            "command": "python " + " ".join(shlex.quote(a) for a in
+                                            [os.path.relpath(__file__, REPO), *sys.argv[1:]]),
+            "date": dt.date.today().isoformat(),
+            "machine": f"{os.cpu_count()}-core {platform.machine()} VM, Python "
+                       f"{platform.python_version()}",
+            "seconds": round(time.time() - t0)})
+        results.save()
+    body = loo_report(doc, facts, list(variants), args.seeds, args.budget)
+    print(body)
+    if args.markdown:
+        write_section(args.markdown, body, LOO_SECTION)
+        print(f"wrote section '{LOO_SECTION}' of {args.markdown}")
+    return 0
+
+
+def loo_runs(doc: dict[str, Any], variant: str, space: str, seeds: int, budget: int,
+             side: str = "cold") -> list[int]:
+    """Trials to 95% of a variant's runs on a space, seeds 0..seeds-1 (budget + 1: missed)."""
+    by_seed = doc["runs"].get(variant, {}).get(space, {})
+    return [min(trials_to(by_seed[str(s)][side], 0.95, budget), budget + 1)
+            for s in range(seeds)
+            if str(s) in by_seed and side in by_seed[str(s)]
+            and by_seed[str(s)]["budget"] >= budget]
+
+
+def loo_choice(doc: dict[str, Any], facts: dict[str, dict[str, Any]], variants: list[str],
+               held_out: str, seeds: int, budget: int) -> str:
+    """The variant with the best mean log2 speed-up over random on the other families."""
+    family = facts[held_out]["family"]
+    best, best_score = variants[0], -math.inf
+    for v in variants:
+        scores = []
+        for s, f in facts.items():
+            t = loo_runs(doc, v, s, seeds, budget)
+            if f["family"] != family and t:
+                scores.append(math.log2(f["random"]["0.95"]["median"] / float(np.median(t))))
+        score = float(np.mean(scores)) if scores else -math.inf
+        if score > best_score:
+            best, best_score = v, score
+    return best
+
+
+def loo_report(doc: dict[str, Any], facts: dict[str, dict[str, Any]], variants: list[str],
+               seeds: int, budget: int) -> str:
+    out = [
+        "Measured by `python benchmarks/search_efficiency.py --loo` (the leave-one-out mode: see "
+        "the comment above `loo_spaces` in that file): every recorded space is held out in turn; "
+        "noisy replay (one recorded repeat per measurement), scored by recorded means; a run "
+        "that misses 95% counts as budget + 1. `x random`: random search's exact median trials "
+        "to 95% over `model`'s median. `easy`: random expects at most "
+        f"{EASY} trials; `mean / random`: `model`'s mean trials to 95% over random's "
+        "expectation. Warm: the same search given the first trials of the cold searches of the "
+        "family's other spaces (same seed).", "", "Runs:"]
+    for sess in doc.get("sessions", []):
+        out.append(f"- {sess['date']}, {sess['machine']}: `{sess['command']}` "
+                   f"({sess['seconds'] / 60:.0f} min)")
+    for b in sorted({min(100, budget), budget}):
+        rows, ratios, within, easy_bad, warm20 = [], [], [], [], []
+        for space, f in facts.items():
+            v = loo_choice(doc, facts, variants, space, seeds, b)
+            t = loo_runs(doc, v, space, seeds, b)
+            if not t:
+                continue
+            t = [min(x, b + 1) for x in t]
+            w = [min(x, b + 1) for x in loo_runs(doc, v, space, seeds, b, "warm")]
+            r = f["random"]["0.95"]
+            ratio = r["median"] / float(np.median(t))
+            ratios.append(ratio)
+            within += [x <= EARLY for x in t]
+            easy = r["mean"] <= EASY
+            rel = float(np.mean(t)) / r["mean"]
+            if easy and rel > 1.2:
+                easy_bad.append(space)
+            warm20 += [x <= 20 for x in w]
+            rows.append(
+                f"| {space} | {f['size']:,} | {r['mean']:,.0f} / {r['median']:,.0f} | "
+                + (f"{v} | " if len(variants) > 1 else "")
+                + f"{len(t)} | {fmt_median_iqr(t, b)} | {pct(np.mean([x <= EARLY for x in t]))} "
+                f"| {ratio:.1f} | {'easy, ' if easy else ''}{rel:.2f} | "
+                + (f"{fmt_median_iqr(w, b)} | {pct(np.mean([x <= 20 for x in w]))} |"
+                   if w else "- | - |"))
+        if not rows:
+            continue
+        out += ["", f"### Budget {b}", "",
+                "| space | valid points | random: mean / median | "
+                + ("variant (chosen on the other families) | " if len(variants) > 1 else "")
+                + "runs | cold: trials to 95% median [IQR] | cold: within 95% by 100 | "
+                "x random | mean / random | warm: median [IQR] | warm: within 95% by 20 |",
+                "|---|---:|---:|" + ("---|" if len(variants) > 1 else "")
+                + "---:|---|---:|---:|---:|---|---:|", *rows, "",
+                f"Budget {b}: median x random over {len(ratios)} spaces "
+                f"**{float(np.median(ratios)):.1f}x**; cold runs within 95% by trial "
+                f"{min(EARLY, b)}: **{pct(np.mean(within))}**; easy spaces where `model` needs "
+                f"more than 1.2x random's expectation: "
+                f"**{', '.join(easy_bad) if easy_bad else 'none'}**"
+                + (f"; warm runs within 95% by trial 20: **{pct(np.mean(warm20))}**."
+                   if warm20 else ".")]
+    return "\n".join(out) + "\n"
 
 
 # -- command line ---------------------------------------------------------------------------------
@@ -764,6 +1001,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="skip runs already in --out with the same budget, data and code")
     p.add_argument("--report-only", action="store_true", help="only print the tables of --out")
     p.add_argument("--markdown", type=Path, help=f"write the summary as the '{SECTION}' section")
+    p.add_argument("--loo", action="store_true",
+                   help="leave-one-out mode: cold and warm model searches per kernel family")
+    p.add_argument("--loo-data", type=Path, action="append",
+                   help="(--loo) a folder of recorded spaces, repeatable (default: ../shared's "
+                        "Kernel Tuner spaces and benchmarks/data)")
+    p.add_argument("--variants", default='{"model": {}}',
+                   help='(--loo) JSON {name: options of the model strategy}')
+    p.add_argument("--no-warm", action="store_true", help="(--loo) cold searches only")
     p.add_argument("--child-overhead", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--child-seed", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -784,6 +1029,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child_overhead:
         print(json.dumps(overhead_child(args.child_overhead, args.child_seed)))
         return 0
+    if args.loo:
+        return loo_main(args)
     spaces = find_spaces(args.data, [x.strip() for x in args.spaces.split(",")])
     results = Results(args.out)
     t0 = time.time()
