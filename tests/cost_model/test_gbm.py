@@ -75,3 +75,15 @@ def test_features_include_problem_target_and_interactions():
     assert row["bx"] == 5 and row["problem.M"] == 10 and row["target.sms"] == pytest.approx(
         np.log2(132))
     assert row["log2(bx*t)"] == pytest.approx(5 + 1)
+
+
+def test_features_spread_list_problem_sizes():
+    """A recorded problem size [M, N, K] becomes three numeric columns (transfer across shapes
+    needs them: a list is no number)."""
+    space = Space([Pow2("bx", 1, 64)])
+    w1 = Workload("k", problem={"problem_size": [1024, 64, 8]}, target={"device": "a"})
+    w2 = Workload("k", problem={"problem_size": [64, 64, 4096]}, target={"device": "b"})
+    fx = FeatureExtractor.for_workloads(space, [w1, w2])
+    assert fx.problem_keys == ("problem_size[0]", "problem_size[1]", "problem_size[2]")
+    row = dict(zip(fx.feature_names, fx.transform([Config({"bx": 4})], w2)[0]))
+    assert row["problem.problem_size[0]"] == 6 and row["problem.problem_size[2]"] == 12

@@ -15,6 +15,18 @@ from tunex.trial import Config, Workload
 __all__ = ["FeatureExtractor"]
 
 
+def _flat(m: Mapping[str, Any]) -> dict[str, Any]:
+    """A mapping with its list and tuple values spread out as ``key[i]`` (a problem size
+    recorded as ``[M, N, K]`` becomes three numbers a model can relate shapes by)."""
+    out: dict[str, Any] = {}
+    for k, v in m.items():
+        if isinstance(v, (list, tuple)):
+            out.update({f"{k}[{i}]": x for i, x in enumerate(v)})
+        else:
+            out[k] = v
+    return out
+
+
 def _num(v: Any) -> float | None:
     if isinstance(v, bool):
         return float(v)
@@ -27,7 +39,8 @@ class FeatureExtractor:
     """Turns (configs, workload) into a numeric matrix a cost model can learn from.
 
     Columns: the space's encoding of each config (log2 for powers of two, positions for
-    permutations, ...), then the numeric problem sizes of the workload (log2 of positive
+    permutations, ...), then the numeric problem sizes of the workload (lists spread out as
+    ``key[i]``; log2 of positive
     values, so shapes a factor apart are equally far apart), then numeric target facts (e.g.
     number of SMs, shared memory per block), then any compile-time ``facts`` given per config.
     Problem and target columns are what lets a model trained on other shapes or devices
@@ -77,8 +90,8 @@ class FeatureExtractor:
             for m in maps[1:]:
                 keys &= set(m)
             return sorted(k for k in keys if all(_num(m[k]) is not None for m in maps))
-        return cls(space, numeric_keys([w.problem for w in workloads]),
-                   numeric_keys([w.target for w in workloads]), fact_keys, interactions)
+        return cls(space, numeric_keys([_flat(w.problem) for w in workloads]),
+                   numeric_keys([_flat(w.target) for w in workloads]), fact_keys, interactions)
 
     def _derived(self, X: np.ndarray) -> tuple[np.ndarray, list[str]]:
         if not self.interactions or not self._logcols:
@@ -107,8 +120,8 @@ class FeatureExtractor:
     def context(self, workload: Workload | None) -> np.ndarray:
         """The per-workload columns (problem sizes and target facts) as one row."""
         vals: list[float] = []
-        for src, keys in ((workload.problem if workload else {}, self.problem_keys),
-                          (workload.target if workload else {}, self.target_keys)):
+        for src, keys in ((_flat(workload.problem) if workload else {}, self.problem_keys),
+                          (_flat(workload.target) if workload else {}, self.target_keys)):
             for k in keys:
                 v = _num(src.get(k))
                 if v is None:

@@ -1,12 +1,24 @@
 """Model-guided search: a gradient-boosted ranker proposes what to measure next.
 
-After a small random design, each round fits :class:`~tunex.cost_model.GBMRanker` on every
-trial so far (failures included, as the worst label) and proposes the unmeasured configs it
-ranks highest. Candidates are the whole valid space when it is small enough to enumerate
-(exact argmax over the model), otherwise a pool of uniform samples plus mutations of the best
-configs found (an evolutionary step that keeps the search local where the model is sure).
-Exploration comes from bagging with a fresh seed per fit (Thompson-style: each fit is one
-plausible model) and from a share of uniform random proposals.
+It starts from a space-filling design over the valid points (each proposal the farthest, in the
+space's encoding, from everything measured or pending, among a pool of uniform valid samples).
+The model only takes over as far as it has earned it: at every evidence check the ranker is
+refitted on two thirds of the trials and scored on the held-back third (three folds, Spearman
+rank correlation between its scores and the measured times, failures last), and the share of
+proposals that follow the model grows with how far that correlation is above chance; the rest
+keep filling the space. A model no better than chance thus costs about what uniform sampling
+costs, and a good one takes over after the first evidence check.
+
+Each model proposal is the best unmeasured config by a :class:`~tunex.cost_model.GBMRanker` fit
+on every trial so far (failures included, as the worst label). Candidates are the whole valid
+space when it is small enough to enumerate (exact argmax over the model), otherwise a pool of
+uniform samples plus mutations of the best configs found (an evolutionary step that keeps the
+search local where the model is sure). Fits draw a fresh seed each (bagging), so successive fits
+differ a little (Thompson-style exploration), and a small share of proposals is uniform.
+
+Transfer (:meth:`ModelSearch.warm_start`): the best configs of the same kernel's other
+workloads are the first proposals, and their trials train the model beside this workload's own,
+as long as a model fit on them alone ranks this workload's own trials better than chance.
 """
 
 from __future__ import annotations
@@ -22,7 +34,28 @@ from tunex.search._base import SearchStrategy
 from tunex.space import Space
 from tunex.trial import Config, Measurement, Workload
 
-__all__ = ["ModelSearch"]
+__all__ = ["ModelSearch", "rank_correlation"]
+
+
+def _ranks(a: np.ndarray) -> np.ndarray:
+    """Ranks 0..n-1 with ties sharing their mean rank."""
+    a = np.nan_to_num(np.asarray(a, dtype=np.float64), nan=-np.inf, neginf=-1e300, posinf=1e300)
+    order = np.argsort(a, kind="stable")
+    r = np.empty(len(a))
+    r[order] = np.arange(len(a))
+    _, inv, counts = np.unique(a, return_inverse=True, return_counts=True)
+    return (np.bincount(inv, weights=r) / counts)[inv]
+
+
+def rank_correlation(scores: np.ndarray, values: np.ndarray) -> float:
+    """Spearman correlation between model scores (higher: faster) and measured times (lower:
+    faster; ``inf``/``nan``: failed, slowest of all). 1: the model orders them perfectly; 0:
+    no better than chance."""
+    v = np.where(np.isfinite(values), values, np.inf)
+    a, b = _ranks(np.asarray(scores)), _ranks(-v)
+    if len(a) < 3 or a.std() == 0 or b.std() == 0:
+        return 0.0
+    return float(np.corrcoef(a, b)[0, 1])
 
 
 class ModelSearch(SearchStrategy):
@@ -31,13 +64,21 @@ class ModelSearch(SearchStrategy):
     Args:
         space: the bound space.
         seed: random seed.
-        n_init: random trials before the first model (fewer after a warm start).
-        explore: share of proposals drawn uniformly at random.
+        n_init: design trials before the model is first checked (fewer after a warm start).
+        explore: share of proposals drawn uniformly at random even from a trusted model.
         refit_every: refit once this share of the history is new (at least one trial).
         enumerate_limit: spaces up to this many valid points are scored whole.
         pool: candidates per round for larger spaces.
         interactions: give the model log2 pairwise products of numeric parameters.
         model: options for :class:`GBMRanker`.
+        design: ``"maximin"`` (space-filling) or ``"random"`` proposals where the model is not
+            followed.
+        gate: evidence at which the model gets every proposal: ``rho * sqrt(n - 1)`` (about a
+            z-score under "no better than chance") of its held-out rank correlation ``rho`` on
+            ``n`` trials; below it the model's share is proportional. ``0``: always follow it.
+        floor: the model's least share once checked (so a slow start can still be overturned).
+        check_every: check the evidence again once this share of the history is new.
+        seed_configs: best configs of each other workload proposed first after a warm start.
     """
 
     name = "model"
@@ -45,19 +86,30 @@ class ModelSearch(SearchStrategy):
     def __init__(self, space: Space, *, seed: int | None = None, variant: str = "",
                  n_init: int = 10, explore: float = 0.05, refit_every: float = 0.02,
                  enumerate_limit: int = 250_000, pool: int = 2048, interactions: bool = True,
-                 model: dict[str, Any] | None = None) -> None:
+                 model: dict[str, Any] | None = None, design: str = "maximin",
+                 gate: float = 2.0, floor: float = 0.1, check_every: float = 0.1,
+                 seed_configs: int = 2) -> None:
         super().__init__(space, seed=seed)
+        if design not in ("maximin", "random"):
+            raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
         self.interactions = interactions
         self.n_init = n_init
         self.explore = explore
         self.refit_every = refit_every
         self.pool = pool
+        self.design = design
+        self.gate = gate
+        self.floor = floor
+        self.check_every = check_every
+        self.seed_configs = seed_configs
         self.model_options = dict(model or {})
         if variant:
             self.model_options.setdefault("objective", variant)
         self.features = FeatureExtractor(space, interactions=interactions)
         self.workload: Workload | None = None
         self._other: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._prior: GBMRanker | None = None  # fit on the other workloads' trials only
+        self._queue: list[Config] = []  # the other workloads' best configs, proposed first
         self._cands: list[Config] | None = None
         self._cand_X: np.ndarray | None = None
         if space.size <= enumerate_limit:
@@ -67,6 +119,12 @@ class ModelSearch(SearchStrategy):
         self._pos = 0
         self._told_at_fit = -1
         self._rows: dict[Config, np.ndarray] = {}
+        self._checked_at = 0
+        #: held-out rank correlation of the model on this workload's trials, at the last check
+        self.rho_: float | None = None
+        #: rank correlation of the other workloads' model on this workload's trials
+        self.prior_rho_: float | None = None
+        self.use_other_ = True  # train on the other workloads' trials (while they predict)
 
     # -- transfer -------------------------------------------------------------------------------
 
@@ -74,8 +132,9 @@ class ModelSearch(SearchStrategy):
                    current: Workload | None = None) -> None:
         """Learn from other workloads of the same kernel (other shapes or devices).
 
-        Their trials train the first model, so the search starts from what was fast there,
-        and they stay in the training set, weighed down as this workload's own trials grow.
+        Their best configs are proposed first; their trials train a model from the start and
+        stay in the training set, weighed down as this workload's own trials grow, for as long
+        as a model fit on them alone ranks this workload's own trials better than chance.
         """
         usable = [(w, ms) for w, ms in others if ms]
         if not usable:
@@ -85,6 +144,7 @@ class ModelSearch(SearchStrategy):
             self.space, [w for w, _ in usable] + ([current] if current else []),
             interactions=self.interactions)
         X, y, g = [], [], []
+        best: list[list[Config]] = []
         for gi, (w, ms) in enumerate(usable):
             keep = [m for m in ms if all(m.config.get(n) in self.space.param(n)
                                          for n in self.space.names)]
@@ -93,11 +153,77 @@ class ModelSearch(SearchStrategy):
             X.append(self.features.transform([m.config for m in keep], w))
             y.append([m.value for m in keep])
             g.append(np.full(len(keep), gi + 1))
+            ok = sorted((m for m in keep if m.ok), key=lambda m: m.value)
+            best.append([m.config for m in ok if m.config in self.space][:self.seed_configs])
         if X:
             self._other = (np.vstack(X), np.concatenate(y), np.concatenate(g))
+            self._prior = GBMRanker(random_state=int(self.rng.integers(2**31)),
+                                    **self.model_options).fit(*self._other)
+        for rank in range(self.seed_configs):  # round robin over the other workloads
+            for configs in best:
+                if rank < len(configs) and configs[rank] not in self._queue:
+                    self._queue.append(Config(configs[rank]))
         if self._cands is not None:
             self._cand_X = self.features.transform(self._cands, current)
         self._rows.clear()
+        self._told_at_fit = -1
+
+    # -- evidence -------------------------------------------------------------------------------
+
+    def _training(self, rows: np.ndarray | slice | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Own trials (``rows`` of them) plus, while they predict, the other workloads'."""
+        told = list(self.history.values())
+        X = np.vstack([self._row(m.config) for m in told]) if told else np.empty(
+            (0, len(self.features.feature_names)))
+        y = np.array([m.value for m in told], dtype=np.float64)
+        if rows is not None:
+            X, y = X[rows], y[rows]
+        g = np.zeros(len(y), dtype=np.int64)
+        if self._other is not None and self.use_other_:
+            oX, oy, og = self._other
+            keep = max(0.1, 1.0 - len(told) / 200.0)  # own trials take over as they grow
+            n = int(len(oy) * keep)
+            sel = self.rng.choice(len(oy), size=n, replace=False) if n < len(oy) else slice(None)
+            X = np.vstack([X, oX[sel]])
+            y = np.concatenate([y, oy[sel]])
+            g = np.concatenate([g, og[sel]])
+        return X, y, g
+
+    def _check(self) -> None:
+        """Score the model on held-back trials (3 folds) and the other workloads' model on all
+        of this workload's trials; the results set the model's share of the proposals."""
+        told = list(self.history.values())
+        n = len(told)
+        X = np.vstack([self._row(m.config) for m in told])
+        y = np.array([m.value for m in told], dtype=np.float64)
+        if self._prior is not None:
+            self.prior_rho_ = rank_correlation(self._prior.predict(X), y)
+            self.use_other_ = self.prior_rho_ * math.sqrt(n - 1) >= 1.0
+        folds = self.rng.permutation(n) % 3
+        pct = np.empty(n)
+        for f in range(3):
+            test = folds == f
+            model = GBMRanker(random_state=int(self.rng.integers(2**31)), **self.model_options)
+            model.fit(*self._training(np.flatnonzero(~test)))
+            pct[test] = _ranks(model.predict(X[test])) / max(int(test.sum()) - 1, 1)
+        self.rho_ = rank_correlation(pct, y)
+        self._checked_at = n
+
+    def _share(self) -> float:
+        """Share of the next proposals that follow the model."""
+        own = len(self.history)
+        warm = self._other is not None
+        if own >= (6 if warm else self.n_init) and (
+                self.rho_ is None
+                or own - self._checked_at >= max(2, math.ceil(self.check_every * own))):
+            self._check()
+        if self.rho_ is None:
+            return 1.0 - self.explore if warm else 0.0
+        if self.gate <= 0:
+            return 1.0 - self.explore
+        z = self.rho_ * math.sqrt(max(self._checked_at - 1, 1))
+        return (1.0 - self.explore) * min(1.0, max(self.floor, z / self.gate))
 
     # -- ask/tell -------------------------------------------------------------------------------
 
@@ -109,21 +235,8 @@ class ModelSearch(SearchStrategy):
         return r
 
     def _fit(self) -> None:
-        told = list(self.history.values())
-        X = np.vstack([self._row(m.config) for m in told]) if told else np.empty(
-            (0, len(self.features.feature_names)))
-        y = np.array([m.value for m in told])
-        g = np.zeros(len(told), dtype=np.int64)
-        if self._other is not None:
-            oX, oy, og = self._other
-            keep = max(0.1, 1.0 - len(told) / 200.0)  # own trials take over as they grow
-            n = int(len(oy) * keep)
-            sel = self.rng.choice(len(oy), size=n, replace=False) if n < len(oy) else slice(None)
-            X = np.vstack([X, oX[sel]])
-            y = np.concatenate([y, oy[sel]])
-            g = np.concatenate([g, og[sel]])
         model = GBMRanker(random_state=int(self.rng.integers(2**31)), **self.model_options)
-        model.fit(X, y, g)
+        model.fit(*self._training())
         cands = self._candidates()
         CX = self._cand_X if cands is self._cands and self._cand_X is not None else (
             self.features.transform(cands, self.workload))
@@ -166,33 +279,57 @@ class ModelSearch(SearchStrategy):
         new = told - self._told_at_fit
         return self._told_at_fit < 0 or new >= max(1, math.ceil(self.refit_every * told))
 
-    def _ask(self, n: int) -> list[Config] | None:
-        warm = self._other is not None
-        if len(self.history) < (min(2, self.n_init) if warm else self.n_init) and not (
-                warm and not self.history):
-            return self._random_fresh(n)
+    def _ranked(self, taken: list[Config]) -> Config | None:
+        """The model's best fresh config (``None``: every candidate is measured or pending)."""
         if self._stale():
             self._fit()
-        out: list[Config] = []
-        while len(out) < n:
-            if self.rng.random() < self.explore:
-                got = self._random_fresh(1)
-                if got and got[0] not in out:
-                    out.append(got[0])
-                    continue
+        while True:
             while self._pos < len(self._order) and not (
-                    self._fresh(self._order[self._pos]) and self._order[self._pos] not in out):
+                    self._fresh(self._order[self._pos]) and self._order[self._pos] not in taken):
                 self._pos += 1
-            if self._pos >= len(self._order):
-                if self._cands is not None:
-                    break  # every enumerated candidate is measured or pending
-                self._fit()  # pool used up: draw a new one
-                if not self._order:
-                    break
-                continue
-            out.append(self._order[self._pos])
-            self.proposals += 1
-            self._pos += 1
-        if not out:
-            return self._random_fresh(n)
-        return out
+            if self._pos < len(self._order):
+                self._pos += 1
+                return self._order[self._pos - 1]
+            if self._cands is not None:
+                return None
+            self._fit()  # pool used up: draw a new one
+            if not self._order:
+                return None
+
+    def _spread(self, taken: list[Config]) -> Config | None:
+        """A fresh valid config far from everything measured, pending or ``taken``."""
+        seen = self.history.keys() | self.pending | set(taken)
+        pool = self.space.sample(1 if self.design == "random" else 64, self.rng, exclude=seen)
+        if len(pool) <= 1 or not seen:
+            return pool[0] if pool else None
+        ref = self.space.encode(list(seen))
+        P = self.space.encode(pool)
+        lo = np.minimum(ref.min(0), P.min(0))
+        span = np.maximum(ref.max(0), P.max(0)) - lo
+        span[span == 0] = 1.0
+        d = (((P[:, None, :] - ref[None, :, :]) / span) ** 2).sum(-1).min(1)
+        return pool[int(np.argmax(d))]
+
+    def _ask(self, n: int) -> list[Config] | None:
+        out: list[Config] = []
+        while self._queue and len(out) < n:
+            c = self._queue.pop(0)
+            if self._fresh(c) and c not in out:
+                out.append(c)
+        share = self._share() if len(out) < n else 0.0
+        while len(out) < n:
+            c = None
+            u = self.rng.random()
+            if u < share:
+                c = self._ranked(out)
+            elif u < share + self.explore:
+                got = self.space.sample(1, self.rng, exclude=self.history.keys()
+                                        | self.pending | set(out))
+                c = got[0] if got else None
+            if c is None:
+                c = self._spread(out)
+            if c is None:
+                break
+            out.append(c)
+        self.proposals += len(out)
+        return out or None

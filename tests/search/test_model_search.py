@@ -1,0 +1,113 @@
+"""The model strategy's own behaviour (issue 8): a space-filling start, the model followed only
+as far as its held-out rank correlation says it predicts, and transfer that earns its place."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import pytest
+
+from tunex import Config, Measurement, Status, Workload
+from tunex.search import get_strategy
+from tunex.search._model import ModelSearch, rank_correlation
+from tunex.space import Choice, Int, Pow2, Space
+
+
+def space() -> Space:
+    return Space([Pow2("bx", 1, 64), Pow2("by", 1, 64), Int("t", 1, 8), Choice("alg", ["a", "b"])],
+                 ["bx * by >= 8", "bx * by <= 1024"])
+
+
+def smooth(c: Config) -> float:
+    return 1 + abs(math.log2(c["bx"] * c["by"]) - 6) + abs(c["t"] - 3) * 0.5 + (
+        0.3 if c["alg"] == "a" else 0)
+
+
+def scrambled(c: Config) -> float:
+    """No structure a model can learn: a hash of the config."""
+    return 1 + int(hashlib.sha256(c.key.encode()).hexdigest()[:8], 16) / 2**32
+
+
+def search(strategy: ModelSearch, f, trials: int) -> list[float]:
+    out = []
+    for _ in range(trials):
+        c = strategy.ask(1)[0]
+        out.append(f(c))
+        strategy.tell([Measurement(c, Status.OK, (out[-1],))])
+    return out
+
+
+def test_rank_correlation():
+    y = np.array([1.0, 2.0, 3.0, np.inf])
+    assert rank_correlation(-y, y) == pytest.approx(1.0)  # higher score = faster, fail last
+    assert rank_correlation(y, y) == pytest.approx(-1.0)
+    assert rank_correlation(np.ones(4), y) == 0.0
+
+
+def test_initial_design_fills_the_space():
+    """The first proposals spread over the valid points: their closest pair is farther apart
+    than uniform samples' (on every seed)."""
+    s = space()
+
+    def closest(configs: list[Config]) -> float:
+        X = s.encode(configs)
+        X = (X - X.min(0)) / np.maximum(np.ptp(X, 0), 1e-9)
+        d = ((X[:, None] - X[None]) ** 2).sum(-1)
+        return float(d[np.triu_indices(len(X), 1)].min())
+
+    for seed in range(5):
+        st = get_strategy("model", s, seed=seed)
+        design = [st.ask(1)[0] for _ in range(10)]
+        uniform = s.sample(10, np.random.default_rng(seed))
+        assert closest(design) > closest(uniform)
+
+
+def test_the_model_leads_only_where_it_predicts():
+    s = space()
+    learnable = get_strategy("model", s, seed=0)
+    search(learnable, smooth, 40)
+    assert learnable.rho_ is not None and learnable.rho_ > 0.5
+    assert learnable._share() > 0.9
+    noise = get_strategy("model", s, seed=0)
+    search(noise, scrambled, 40)
+    assert noise.rho_ is not None and abs(noise.rho_) < 0.35
+    assert noise._share() < 0.5  # mostly space-filling: no worse than uniform sampling
+
+
+def test_the_design_comes_first_then_evidence():
+    st = get_strategy("model", space(), seed=1)
+    search(st, smooth, 9)
+    assert st.rho_ is None  # n_init = 10: no model judged yet, so none followed
+    assert st._order == []
+    search(st, smooth, 3)
+    assert st.rho_ is not None
+
+
+def test_warm_start_proposes_the_siblings_best_first():
+    s = space()
+    w_a, w_b, here = (Workload("k", problem={"n": n}) for n in (1, 2, 3))
+    trials = [Measurement(c, Status.OK, (smooth(c),)) for c in s.sample(60, rng=0)]
+    best_a = [m.config for m in sorted(trials, key=lambda m: m.value)[:2]]
+    best_b = [m.config for m in sorted(trials[:30], key=lambda m: m.value)[:2]]
+    st = get_strategy("model", s, seed=0)
+    st.warm_start([(w_a, trials), (w_b, trials[:30])], current=here)
+    expected = list(dict.fromkeys([best_a[0], best_b[0], best_a[1], best_b[1]]))
+    assert st.ask(len(expected)) == expected  # each sibling's best, then each one's second
+
+
+def test_transfer_is_dropped_when_the_siblings_mislead():
+    """Siblings whose ranking is this workload's reversed stop training the model once this
+    workload's own trials show it; siblings that agree keep doing so."""
+    s = space()
+    others = [Measurement(c, Status.OK, (smooth(c),)) for c in s.sample(150, rng=0)]
+    w_o, here = Workload("k", problem={"n": 1}), Workload("k", problem={"n": 2})
+    agree = get_strategy("model", s, seed=0)
+    agree.warm_start([(w_o, others)], current=here)
+    search(agree, smooth, 20)
+    assert agree.prior_rho_ is not None and agree.prior_rho_ > 0.3 and agree.use_other_
+    mislead = get_strategy("model", s, seed=0)
+    mislead.warm_start([(w_o, others)], current=here)
+    search(mislead, lambda c: 10 - smooth(c), 20)
+    assert mislead.prior_rho_ is not None and mislead.prior_rho_ < 0 and not mislead.use_other_
