@@ -865,6 +865,10 @@ def loo_main(args: argparse.Namespace) -> int:
         return (run_loo_family, members, seed, args.budget, args.source_budget, opts,
                 {s: facts[s]["optimum"] for s, _ in members}, not args.no_warm)
 
+    if args.loo_overhead:
+        print("overhead: a warm model search to 1,100 trials on the largest space", flush=True)
+        doc["overhead"] = loo_overhead(spaces)
+        results.save()
     if tasks:
         if args.jobs <= 1:
             for task in tasks:
@@ -891,6 +895,32 @@ def loo_main(args: argparse.Namespace) -> int:
         write_section(args.markdown, body, LOO_SECTION)
         print(f"wrote section '{LOO_SECTION}' of {args.markdown}")
     return 0
+
+
+def loo_overhead(spaces: dict[str, tuple[str, Path]], seed: int = 0) -> dict[str, Any]:
+    """ask + tell per trial at 1,000 trials of history with transfer data: a ``model`` search
+    of the largest space, warm-started with a finished 1,000-trial search of a sibling, timed
+    over its trials 1,001-1,100."""
+    import resource
+
+    by_family: dict[str, list[str]] = {}
+    for s, (family, _p) in spaces.items():
+        by_family.setdefault(family, []).append(s)
+    sizes = {s: ReplayTarget(p).space.size for s, (_f, p) in spaces.items()}
+    dst = max((s for s in spaces if len(by_family[spaces[s][0]]) > 1), key=lambda s: sizes[s])
+    src = next(s for s in by_family[spaces[dst][0]] if s != dst)
+    lo, timed = OVERHEAD["history"], OVERHEAD["timed"]
+    source = run_tunex(spaces[src][1], "model", seed, lo, math.inf, keep_measurements=True)
+    rec = run_tunex(spaces[dst][1], "model", seed, lo + timed, math.inf, keep_measurements=True,
+                    warm=[(source["_workload"], source["_measurements"])])
+    ms = np.array(rec["_step_ms"][lo: lo + timed])
+    return {"space": dst, "source": src, "source_trials": len(source["_measurements"]),
+            "history": lo, "timed": int(ms.size), "median": float(np.median(ms)),
+            "mean": float(ms.mean()), "p90": float(np.percentile(ms, 90)),
+            "max": float(ms.max()), "whole_run_mean": float(np.mean(rec["_step_ms"])),
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "load_average": [round(x, 1) for x in os.getloadavg()], "code": tunex_code(),
+            "date": dt.date.today().isoformat()}
 
 
 def loo_runs(doc: dict[str, Any], variant: str, space: str, seeds: int, budget: int,
@@ -975,6 +1005,15 @@ def loo_report(doc: dict[str, Any], facts: dict[str, dict[str, Any]], variants: 
                 f"**{', '.join(easy_bad) if easy_bad else 'none'}**"
                 + (f"; warm runs within 95% by trial 20: **{pct(np.mean(warm20))}**."
                    if warm20 else ".")]
+    o = doc.get("overhead")
+    if o:
+        out += ["", f"`model` ask + tell per trial with {o['history']:,} trials of history and "
+                    f"{o['source_trials']:,} transfer trials ({o['source']} -> {o['space']}, "
+                    f"{o['date']}, {o['code']}), over {o['timed']} trials: median "
+                    f"{o['median']:.1f} ms, mean {o['mean']:.1f} ms, p90 {o['p90']:.1f} ms, max "
+                    f"{o['max']:.0f} ms (target < 50 ms); mean over the whole run "
+                    f"{o['whole_run_mean']:.1f} ms; peak RSS {o['peak_rss_mib']:.0f} MiB; load "
+                    f"average {', '.join(map(str, o['load_average']))} on 2 cores."]
     return "\n".join(out) + "\n"
 
 
@@ -1009,6 +1048,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--variants", default='{"model": {}}',
                    help='(--loo) JSON {name: options of the model strategy}')
     p.add_argument("--no-warm", action="store_true", help="(--loo) cold searches only")
+    p.add_argument("--loo-overhead", action="store_true",
+                   help="(--loo) also time ask + tell at 1,000 trials of history, warm")
     p.add_argument("--child-overhead", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--child-seed", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -87,3 +87,4 @@ def test_features_spread_list_problem_sizes():
     assert fx.problem_keys == ("problem_size[0]", "problem_size[1]", "problem_size[2]")
     row = dict(zip(fx.feature_names, fx.transform([Config({"bx": 4})], w2)[0]))
     assert row["problem.problem_size[0]"] == 6 and row["problem.problem_size[2]"] == 12
+    assert row["target.device=b"] == 1 and row["target.device=a"] == 0  # which device

@@ -52,15 +52,20 @@ class FeatureExtractor:
             workload seen by :meth:`fit_keys`).
         target_keys: numeric target facts to include.
         fact_keys: per-config compile-time facts to include (missing ones are ``nan``).
+        categories: ``(source, key, value)`` indicator columns, ``source`` being ``"problem"``
+            or ``"target"``: 1 where the workload's ``key`` is ``value`` (a device name, a
+            dtype), so a model trained on several devices can tell their trials apart.
     """
 
     def __init__(self, space: Space, problem_keys: Sequence[str] = (),
                  target_keys: Sequence[str] = (), fact_keys: Sequence[str] = (),
-                 interactions: bool = True) -> None:
+                 interactions: bool = True,
+                 categories: Sequence[tuple[str, str, str]] = ()) -> None:
         self.space = space
         self.problem_keys = tuple(problem_keys)
         self.target_keys = tuple(target_keys)
         self.fact_keys = tuple(fact_keys)
+        self.categories = tuple(categories)
         self.interactions = interactions
         # Kernel performance hangs on products (threads = bx * by, tile = tx * ty, smem ~
         # BLOCK_M * BLOCK_K * stages) that trees split badly on raw values; log2 of each
@@ -82,16 +87,31 @@ class FeatureExtractor:
     def for_workloads(cls, space: Space, workloads: Sequence[Workload],
                       fact_keys: Sequence[str] = (), interactions: bool = True
                       ) -> FeatureExtractor:
-        """Include every problem size and target fact that is numeric in all ``workloads``."""
-        def numeric_keys(maps: list[Mapping[str, Any]]) -> list[str]:
-            if not maps:
-                return []
-            keys = set(maps[0])
+        """Include every problem size and target fact that is numeric in all ``workloads``, and
+        an indicator per value of those that are text in all of them and differ (at most 16
+        values)."""
+        def common(maps: list[Mapping[str, Any]]) -> list[str]:
+            keys = set(maps[0]) if maps else set()
             for m in maps[1:]:
                 keys &= set(m)
-            return sorted(k for k in keys if all(_num(m[k]) is not None for m in maps))
-        return cls(space, numeric_keys([_flat(w.problem) for w in workloads]),
-                   numeric_keys([_flat(w.target) for w in workloads]), fact_keys, interactions)
+            return sorted(keys)
+
+        def numeric_keys(maps: list[Mapping[str, Any]]) -> list[str]:
+            return [k for k in common(maps) if all(_num(m[k]) is not None for m in maps)]
+
+        def categories(src: str, maps: list[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+            out = []
+            for k in common(maps):
+                if all(isinstance(m[k], str) for m in maps):
+                    values = sorted({m[k] for m in maps})
+                    if 1 < len(values) <= 16:
+                        out += [(src, k, v) for v in values]
+            return out
+
+        problems = [_flat(w.problem) for w in workloads]
+        targets = [_flat(w.target) for w in workloads]
+        return cls(space, numeric_keys(problems), numeric_keys(targets), fact_keys, interactions,
+                   categories("problem", problems) + categories("target", targets))
 
     def _derived(self, X: np.ndarray) -> tuple[np.ndarray, list[str]]:
         if not self.interactions or not self._logcols:
@@ -115,6 +135,7 @@ class FeatureExtractor:
                     p.width for p in self.space.params))))[1]
                 + [f"problem.{k}" for k in self.problem_keys]
                 + [f"target.{k}" for k in self.target_keys]
+                + [f"{src}.{k}={v}" for src, k, v in self.categories]
                 + [f"fact.{k}" for k in self.fact_keys])
 
     def context(self, workload: Workload | None) -> np.ndarray:
@@ -128,6 +149,9 @@ class FeatureExtractor:
                     vals.append(math.nan)
                 else:
                     vals.append(math.log2(v) if v > 0 else v)
+        maps = {"problem": _flat(workload.problem) if workload else {},
+                "target": _flat(workload.target) if workload else {}}
+        vals += [float(maps[src].get(k) == v) for src, k, v in self.categories]
         return np.asarray(vals, dtype=np.float64)
 
     def transform(self, configs: Sequence[Config], workload: Workload | None = None,
