@@ -90,16 +90,17 @@ class FeatureExtractor:
         """Include every problem size and target fact that is numeric in all ``workloads``, and
         an indicator per value of those that are text in all of them and differ (at most 16
         values)."""
-        def common(maps: list[Mapping[str, Any]]) -> list[str]:
+        def common(maps: Sequence[Mapping[str, Any]]) -> list[str]:
             keys = set(maps[0]) if maps else set()
             for m in maps[1:]:
                 keys &= set(m)
             return sorted(keys)
 
-        def numeric_keys(maps: list[Mapping[str, Any]]) -> list[str]:
+        def numeric_keys(maps: Sequence[Mapping[str, Any]]) -> list[str]:
             return [k for k in common(maps) if all(_num(m[k]) is not None for m in maps)]
 
-        def categories(src: str, maps: list[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+        def categories(src: str, maps: Sequence[Mapping[str, Any]]
+                       ) -> list[tuple[str, str, str]]:
             out = []
             for k in common(maps):
                 if all(isinstance(m[k], str) for m in maps):

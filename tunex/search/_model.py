@@ -18,7 +18,7 @@ differ a little (Thompson-style exploration), and a small share of proposals is 
 
 Transfer (:meth:`ModelSearch.warm_start`): the best configs of the same kernel's other
 workloads are the first proposals, and their trials train the model beside this workload's own,
-as long as a model fit on them alone ranks this workload's own trials better than chance.
+unless a model fit on them alone ranks this workload's own trials worse than chance.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ class ModelSearch(SearchStrategy):
     Args:
         space: the bound space.
         seed: random seed.
-        n_init: design trials before the model is first checked (fewer after a warm start).
+        n_init: trials before the model is first checked: a space-filling design, or after a
+            warm start the other workloads' best configs and the model they train.
         explore: share of proposals drawn uniformly at random even from a trusted model.
         refit_every: refit once this share of the history is new (at least one trial).
         enumerate_limit: spaces up to this many valid points are scored whole.
@@ -79,6 +80,9 @@ class ModelSearch(SearchStrategy):
         floor: the model's least share once checked (so a slow start can still be overturned).
         check_every: check the evidence again once this share of the history is new.
         seed_configs: best configs of each other workload proposed first after a warm start.
+        portfolio: split the model's proposals between its best config anywhere and its best
+            neighbour of the leading configs (local search), each chosen by Thompson sampling
+            on how often its trials landed among the best tenth so far.
     """
 
     name = "model"
@@ -88,7 +92,7 @@ class ModelSearch(SearchStrategy):
                  enumerate_limit: int = 250_000, pool: int = 2048, interactions: bool = True,
                  model: dict[str, Any] | None = None, design: str = "maximin",
                  gate: float = 2.0, floor: float = 0.1, check_every: float = 0.1,
-                 seed_configs: int = 2) -> None:
+                 seed_configs: int = 2, portfolio: bool = False) -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
@@ -102,6 +106,11 @@ class ModelSearch(SearchStrategy):
         self.floor = floor
         self.check_every = check_every
         self.seed_configs = seed_configs
+        self.portfolio = portfolio
+        self._model: GBMRanker | None = None
+        self._arm: dict[Config, str] = {}  # proposing arm of each model proposal
+        #: per arm, [trials among the best tenth, other trials]
+        self.arms_: dict[str, list[int]] = {"global": [0, 0], "local": [0, 0]}
         self.model_options = dict(model or {})
         if variant:
             self.model_options.setdefault("objective", variant)
@@ -133,8 +142,8 @@ class ModelSearch(SearchStrategy):
         """Learn from other workloads of the same kernel (other shapes or devices).
 
         Their best configs are proposed first; their trials train a model from the start and
-        stay in the training set, weighed down as this workload's own trials grow, for as long
-        as a model fit on them alone ranks this workload's own trials better than chance.
+        stay in the training set, weighed down as this workload's own trials grow, unless a
+        model fit on them alone ranks this workload's own trials worse than chance.
         """
         usable = [(w, ms) for w, ms in others if ms]
         if not usable:
@@ -199,7 +208,9 @@ class ModelSearch(SearchStrategy):
         y = np.array([m.value for m in told], dtype=np.float64)
         if self._prior is not None:
             self.prior_rho_ = rank_correlation(self._prior.predict(X), y)
-            self.use_other_ = self.prior_rho_ * math.sqrt(n - 1) >= 1.0
+            # dropped only on evidence against them: the first trials of a warm search are
+            # the siblings' near-tied best configs, whose order says little either way
+            self.use_other_ = self.prior_rho_ * math.sqrt(n - 1) > -1.0
         folds = self.rng.permutation(n) % 3
         pct = np.empty(n)
         for f in range(3):
@@ -214,7 +225,7 @@ class ModelSearch(SearchStrategy):
         """Share of the next proposals that follow the model."""
         own = len(self.history)
         warm = self._other is not None
-        if own >= (6 if warm else self.n_init) and (
+        if own >= self.n_init and (
                 self.rho_ is None
                 or own - self._checked_at >= max(2, math.ceil(self.check_every * own))):
             self._check()
@@ -222,7 +233,10 @@ class ModelSearch(SearchStrategy):
             return 1.0 - self.explore if warm else 0.0
         if self.gate <= 0:
             return 1.0 - self.explore
-        z = self.rho_ * math.sqrt(max(self._checked_at - 1, 1))
+        rho = self.rho_
+        if self.use_other_ and self.prior_rho_ is not None:  # evidence for the siblings' model
+            rho = max(rho, self.prior_rho_)
+        z = rho * math.sqrt(max(self._checked_at - 1, 1))
         return (1.0 - self.explore) * min(1.0, max(self.floor, z / self.gate))
 
     # -- ask/tell -------------------------------------------------------------------------------
@@ -240,6 +254,7 @@ class ModelSearch(SearchStrategy):
         cands = self._candidates()
         CX = self._cand_X if cands is self._cands and self._cand_X is not None else (
             self.features.transform(cands, self.workload))
+        self._model = model
         scores = model.predict(CX) + self.rng.uniform(0, 1e-9, len(cands))
         self._order = [cands[i] for i in np.argsort(-scores)]
         self._pos = 0
@@ -296,6 +311,41 @@ class ModelSearch(SearchStrategy):
             if not self._order:
                 return None
 
+    def _local(self, taken: list[Config]) -> Config | None:
+        """The model's best fresh neighbour of the three leading configs."""
+        if self._stale() or self._model is None:
+            self._fit()
+        ok = sorted((m for m in self.history.values() if m.ok), key=lambda m: m.value)[:3]
+        near = {c for m in ok for c in self.space.neighbours(m.config)
+                if self._fresh(c) and c not in taken}
+        if not near or self._model is None:
+            return None
+        cands = list(near)
+        scores = self._model.predict(np.vstack([self._row(c) for c in cands]))
+        return cands[int(np.argmax(scores))]
+
+    def _model_pick(self, taken: list[Config]) -> Config | None:
+        if not self.portfolio:
+            return self._ranked(taken)
+        draw = {a: self.rng.beta(1 + won, 1 + lost) for a, (won, lost) in self.arms_.items()}
+        arm = max(draw, key=lambda a: draw[a])
+        c = self._local(taken) if arm == "local" else None
+        if c is None:
+            arm, c = "global", self._ranked(taken)
+        if c is not None:
+            self._arm[c] = arm
+        return c
+
+    def _tell(self, measurements: Sequence[Measurement]) -> None:
+        if not self._arm:
+            return
+        ok = np.sort([m.value for m in self.history.values() if m.ok])
+        top = ok[max(0, int(0.1 * len(ok)) - 1)] if len(ok) else math.inf
+        for m in measurements:
+            arm = self._arm.pop(m.config, None)
+            if arm is not None:
+                self.arms_[arm][0 if m.ok and m.value <= top else 1] += 1
+
     def _spread(self, taken: list[Config]) -> Config | None:
         """A fresh valid config far from everything measured, pending or ``taken``."""
         seen = self.history.keys() | self.pending | set(taken)
@@ -313,15 +363,15 @@ class ModelSearch(SearchStrategy):
     def _ask(self, n: int) -> list[Config] | None:
         out: list[Config] = []
         while self._queue and len(out) < n:
-            c = self._queue.pop(0)
-            if self._fresh(c) and c not in out:
-                out.append(c)
+            first = self._queue.pop(0)
+            if self._fresh(first) and first not in out:
+                out.append(first)
         share = self._share() if len(out) < n else 0.0
         while len(out) < n:
-            c = None
+            c: Config | None = None
             u = self.rng.random()
             if u < share:
-                c = self._ranked(out)
+                c = self._model_pick(out)
             elif u < share + self.explore:
                 got = self.space.sample(1, self.rng, exclude=self.history.keys()
                                         | self.pending | set(out))
