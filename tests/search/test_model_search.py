@@ -70,10 +70,11 @@ def test_the_model_leads_only_where_it_predicts():
     search(learnable, smooth, 40)
     assert learnable.rho_ is not None and learnable.rho_ > 0.5
     assert learnable._share() > 0.9
-    noise = get_strategy("model", s, seed=0)
-    search(noise, scrambled, 40)
-    assert noise.rho_ is not None and abs(noise.rho_) < 0.35
-    assert noise._share() < 0.5  # mostly space-filling: no worse than uniform sampling
+    for seed in range(3):
+        noise = get_strategy("model", s, seed=seed)
+        search(noise, scrambled, 40)
+        assert noise.rho_ is not None and abs(noise.rho_) < 0.35
+        assert noise._share() < 0.5  # mostly space-filling: no worse than uniform sampling
 
 
 def test_the_design_comes_first_then_evidence():

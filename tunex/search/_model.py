@@ -91,7 +91,7 @@ class ModelSearch(SearchStrategy):
                  n_init: int = 10, explore: float = 0.05, refit_every: float = 0.02,
                  enumerate_limit: int = 250_000, pool: int = 2048, interactions: bool = True,
                  model: dict[str, Any] | None = None, design: str = "maximin",
-                 gate: float = 2.0, floor: float = 0.1, check_every: float = 0.1,
+                 gate: float = 1.0, floor: float = 0.1, check_every: float = 0.1,
                  seed_configs: int = 2, portfolio: bool = False) -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
