@@ -112,3 +112,34 @@ def test_transfer_is_dropped_when_the_siblings_mislead():
     mislead.warm_start([(w_o, others)], current=here)
     search(mislead, lambda c: 10 - smooth(c), 20)
     assert mislead.prior_rho_ is not None and mislead.prior_rho_ < 0 and not mislead.use_other_
+
+
+def test_portfolio_splits_model_proposals_by_their_hits():
+    """With ``portfolio=True`` the model's proposals come from both arms (its best anywhere,
+    its best neighbour of the leaders), and every one of them is scored when told."""
+    st = get_strategy("model", space(), seed=0, portfolio=True, gate=0)
+    search(st, smooth, 40)
+    won_lost = st.arms_
+    assert all(sum(v) > 0 for v in won_lost.values())
+    assert sum(map(sum, won_lost.values())) <= 40 - st.n_init
+    assert not st._arm  # no proposal left unscored
+
+
+def test_ask_tell_stays_cheap_with_a_long_history():
+    """The evidence checks (three extra fits) are spaced by check_every: 200 more trials after
+    1,000 cost few of them."""
+    big = Space([Pow2("bx", 1, 256), Pow2("by", 1, 256), Int("t", 1, 16),
+                 Choice("alg", ["a", "b"])], ["bx * by >= 8", "bx * by <= 4096"])
+    st = get_strategy("model", big, seed=0)
+    configs = big.sample(1000, np.random.default_rng(0))
+    st.tell([Measurement(c, Status.OK, (smooth(c),)) for c in configs[:1000]])
+    checks = []
+    real = st._check
+
+    def counted() -> None:
+        checks.append(len(st.history))
+        real()
+
+    st._check = counted  # type: ignore[method-assign]
+    search(st, smooth, 200)
+    assert 1 <= len(checks) <= 3
