@@ -1,0 +1,51 @@
+"""The leave-one-out mode of benchmarks/search_efficiency.py: a held-out space's variant is
+chosen on the other kernel families only, and spaces are grouped into families."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+from tests._data import recorded
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench():
+    spec = importlib.util.spec_from_file_location(
+        "search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("search_efficiency", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_held_out_family_never_chooses_its_variant():
+    se = bench()
+    facts = {s: {"family": s.split("/")[0], "random": {"0.95": {"median": 100.0}}}
+             for s in ("a/1", "a/2", "b/1", "c/1")}
+
+    def runs(t95: int) -> dict[str, dict]:
+        return {str(seed): {"cold": {"t95": t95}, "budget": 200} for seed in range(3)}
+
+    # "tuned_on_a" is excellent on family a and poor elsewhere; "general" the reverse
+    doc = {"runs": {
+        "tuned_on_a": {"a/1": runs(2), "a/2": runs(2), "b/1": runs(90), "c/1": runs(90)},
+        "general": {"a/1": runs(50), "a/2": runs(50), "b/1": runs(20), "c/1": runs(20)}}}
+    variants = ["tuned_on_a", "general"]
+    assert se.loo_choice(doc, facts, variants, "a/1", 3, 200) == "general"
+    assert se.loo_choice(doc, facts, variants, "b/1", 3, 200) == "tuned_on_a"
+    assert se.loo_runs(doc, "general", "b/1", 3, 10) == [11, 11, 11]  # missed within 10
+
+
+def test_spaces_are_grouped_by_kernel_family(tmp_path):
+    se = bench()
+    (tmp_path / "pnpoly").mkdir()
+    shutil.copy(recorded("pnpoly/RTX_2080_Ti.json.gz"), tmp_path / "pnpoly" / "A.json.gz")
+    shutil.copy(recorded("pnpoly/RTX_2080_Ti.json.gz"), tmp_path / "loose.json.gz")
+    found = se.loo_spaces([tmp_path])
+    assert found["pnpoly/A"][0] == "pnpoly"
+    assert found["cn_pnpoly/loose"][0] == "cn_pnpoly"  # a file in the root: its kernel name
