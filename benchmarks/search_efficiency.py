@@ -63,6 +63,10 @@ Usage::
     python benchmarks/search_efficiency.py --strategies kt --parts search --reuse
     python benchmarks/search_efficiency.py --strategies model,random --seeds 3 --spaces 'conv*'
     python benchmarks/search_efficiency.py --report-only --markdown benchmarks/RESULTS.md
+    python benchmarks/search_efficiency.py --loo --seeds 10 --jobs 2 --loo-overhead \
+        --out benchmarks/results/search_efficiency_loo.json    # leave-one-out, cold and warm
+
+``--loo`` is the leave-one-out mode (issue 8): see the comment above ``loo_spaces`` below.
 
 ``--strategies`` takes tunex specs (``model``, ``optuna:tpe``, ...), ``kt:NAME`` for Kernel Tuner
 strategies, and the groups ``tunex`` and ``kt`` (the defaults below). Each process uses one
