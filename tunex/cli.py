@@ -59,6 +59,14 @@ def cmd_search(args: argparse.Namespace) -> int:
                           ("--measure-timeout", args.measure_timeout)):
         if seconds is not None and not seconds > 0:
             raise TunexError(f"{flag} {seconds} is not allowed: give seconds > 0")
+    local = args.ray is None and not args.sim_slots and not args.devices and args.workers != 0
+    if local and not args.target.startswith("replay"):
+        from tunex.cluster import prestart
+        from tunex.targets import target_class
+
+        # the workers' fork server imports the target's toolchain while this process builds
+        # the target and its space
+        prestart(getattr(target_class(args.target), "worker_imports", ()))
     target = make_target(args.target)
     if target.name == "replay" and (args.shape or args.kernel):
         raise TunexError("a replay target answers from its recorded space, whose problem is "

@@ -8,12 +8,14 @@ from tunex.cluster._local import (
     InlineExecutor,
     LocalExecutor,
     LocalOptions,
+    prestart,
     shared_build_pool,
+    worker_context,
 )
 
 __all__ = ["BuildPool", "CallerExecutor", "Device", "Executor", "InlineExecutor", "LocalExecutor",
-           "LocalOptions", "RayExecutor", "RayOptions", "load_devices", "run_trial",
-           "shared_build_pool", "simulator_devices"]
+           "LocalOptions", "RayExecutor", "RayOptions", "load_devices", "prestart", "run_trial",
+           "shared_build_pool", "simulator_devices", "worker_context"]
 
 
 def __getattr__(name: str):  # Ray is optional and heavy: import it only when asked for

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures as cf
+import contextlib
 import itertools
 import multiprocessing as mp
 import os
@@ -24,7 +25,52 @@ from tunex.targets._base import DEVICE_LOST, Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 __all__ = ["BuildPool", "CallerExecutor", "InlineExecutor", "LocalExecutor", "LocalOptions",
-           "shared_build_pool"]
+           "prestart", "shared_build_pool", "worker_context"]
+
+
+def _default_method() -> str:
+    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
+def worker_context(start_method: str | None = None, imports: Collection[str] = ()) -> Any:
+    """The multiprocessing context tunex starts worker processes from.
+
+    By default a fork server where the platform has one (Linux, macOS; else ``spawn``): one
+    clean process, started once, imports ``imports`` (a target's
+    :attr:`~tunex.targets.Target.worker_imports`, e.g. torch and Triton) and every worker is a
+    fork of it, so sixteen workers cost one import of torch instead of sixteen at once. The
+    server never touches a GPU, so its forks may use CUDA as spawned processes do. The imports
+    count only when the server starts (the first executor of the process, or :func:`prestart`);
+    later ones import what they need when they need it.
+    """
+    method = start_method or _default_method()
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        with _SERVER_LOCK:
+            if not _SERVER_STARTED:
+                _start_server(ctx, imports)
+    return ctx
+
+
+_SERVER_LOCK = threading.Lock()
+_SERVER_STARTED = False
+
+
+def _start_server(ctx: Any, imports: Collection[str]) -> None:
+    global _SERVER_STARTED
+    # not '__main__' (the default): the server must not run the user's script; workers that
+    # need the script's names import it themselves, as spawned processes do
+    ctx.set_forkserver_preload(["tunex.cluster._local", *imports])
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()  # returns at once; the server imports in the background
+    _SERVER_STARTED = True
+
+
+def prestart(imports: Collection[str] = (), start_method: str | None = None) -> None:
+    """Start the fork server that worker processes come from now, importing ``imports`` in the
+    background while the caller does other work (the CLI calls it before it builds the space)."""
+    worker_context(start_method, imports)
 
 
 class InlineExecutor(Executor):
@@ -55,24 +101,32 @@ class LocalOptions:
             simulator).
         build_timeout: seconds before a build is killed and recorded as ``timeout``.
         measure_timeout: seconds before a measurement (a hung kernel) is killed likewise.
-        start_method: multiprocessing start method; ``spawn`` is safe with threads and CUDA.
+        start_method: multiprocessing start method (default: :func:`worker_context`'s, a fork
+            server where there is one, else ``spawn``; both are safe with threads and CUDA).
     """
 
     build_workers: int = max(1, (os.cpu_count() or 2) - 1)
     measure_workers: int | None = None
     build_timeout: float = 300.0
     measure_timeout: float = 60.0
-    start_method: str = "spawn"
+    start_method: str | None = None
 
 
-def _serve(conn: Connection, target: Target | None) -> None:
+def _serve(conn: Connection, target: Target | None, env: dict[str, str] | None = None) -> None:
     """Worker process loop: receive (kind, payload), send back the result.
 
     A measuring worker serves the target it was started with. A build worker serves whatever
     builder each job names: ``("build", (key, builder_or_None, workload, config))``, the builder
-    sent once per worker and kept under its key.
+    sent once per worker and kept under its key. ``env`` is the parent's environment when the
+    worker started (a fork server's children inherit the server's, from when it started).
     """
+    if env is not None and env != os.environ:
+        os.environ.clear()
+        os.environ.update(env)
     builders: dict[str, Target] = {}
+    if target is not None:
+        with contextlib.suppress(Exception):  # measure reports what is wrong with the device
+            target.open()  # the device, while the first builds compile
     while True:
         try:
             kind, payload = conn.recv()
@@ -112,10 +166,10 @@ class _Worker:
 
     def _start(self) -> None:
         self.conn, child = self.ctx.Pipe()
-        self.proc = self.ctx.Process(target=_serve, args=(child, self.target), daemon=True,
-                                     name=f"tunex-{self.name}")
+        self.proc = self.ctx.Process(target=_serve, args=(child, self.target, dict(os.environ)),
+                                     daemon=True, name=f"tunex-{self.name}")
         main = sys.modules["__main__"]
-        if not self.import_main:  # a spawned process imports the parent's script unless hidden
+        if not self.import_main:  # a new process imports the parent's script unless hidden
             sys.modules["__main__"] = types.ModuleType("__main__")
         try:
             self.proc.start()
@@ -160,11 +214,12 @@ class BuildPool:
     the job's future.
     """
 
-    def __init__(self, workers: int, *, timeout: float = 300.0, start_method: str = "spawn",
-                 name: str = "build", import_main: bool = True) -> None:
+    def __init__(self, workers: int, *, timeout: float = 300.0, start_method: str | None = None,
+                 name: str = "build", import_main: bool = True,
+                 imports: Collection[str] = ()) -> None:
         if workers < 1:
             raise ValueError("a build pool needs at least one worker")
-        ctx = mp.get_context(start_method)
+        ctx = worker_context(start_method, imports)
         self.timeout = timeout
         self.workers = [_Worker(ctx, None, f"{name}{i}", import_main) for i in range(workers)]
         self._jobs: queue.Queue[Any] = queue.Queue()
@@ -222,7 +277,8 @@ def shared_build_pool() -> BuildPool:
             n = int(env) if env else max(1, min(16, (os.cpu_count() or 2) - 1))
             # builders carry what they need (a kernel travels by its source): the workers need
             # not, and must not, run the user's script again as spawned processes do
-            _SHARED = BuildPool(n, name="autotune-build", import_main=False)
+            _SHARED = BuildPool(n, name="autotune-build", import_main=False,
+                                imports=("torch", "triton", "tunex.targets.gpu"))
             atexit.register(_SHARED.close)
         return _SHARED
 
@@ -240,14 +296,15 @@ class LocalExecutor(Executor):
     def __init__(self, target: Target, options: LocalOptions | None = None) -> None:
         self.options = options or LocalOptions()
         self.target = target
-        ctx = mp.get_context(self.options.start_method)
+        ctx = worker_context(self.options.start_method, target.worker_imports)
         n_measure = self.options.measure_workers or target.measure_slots or (os.cpu_count() or 1)
         if self.options.build_workers < 1 or n_measure < 1:
             raise ValueError("LocalExecutor needs at least one build and one measure worker")
         self.slots = self.options.build_workers + n_measure
         self._key = f"local-{id(self)}"
         self._pool = BuildPool(self.options.build_workers, timeout=self.options.build_timeout,
-                               start_method=self.options.start_method)
+                               start_method=self.options.start_method,
+                               imports=target.worker_imports)
         self._devices = [_Worker(ctx, target, "device" if n_measure == 1 else f"device{i}")
                          for i in range(n_measure)]
         self._measures: queue.Queue[Any] = queue.Queue()

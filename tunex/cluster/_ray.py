@@ -100,6 +100,9 @@ class _Measurer:
                 self.error = e
         self.node = ray.util.get_node_ip_address()
         self.node_id = ray.get_runtime_context().get_node_id()
+        if self.error is None:
+            with contextlib.suppress(Exception):  # measure reports what is wrong with the device
+                self.target.open()  # the device, while the first builds compile
 
     def ready(self) -> tuple[str, str]:
         if self.error is not None:

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl
 from tunex.errors import TargetError
 from tunex.targets._base import Target
 
-__all__ = ["Target", "available_targets", "make_target", "register_target"]
+__all__ = ["Target", "available_targets", "make_target", "register_target", "target_class"]
 
 _REGISTRY: dict[str, str] = {
     "replay": "tunex.targets.replay:ReplayTarget",
@@ -46,10 +46,9 @@ def _coerce(v: str) -> Any:
     return {"true": True, "false": False, "yes": True, "no": False}.get(v.lower(), v)
 
 
-def make_target(spec: str, **options: Any) -> Target:
-    """Create a target from ``NAME[:ARG][?key=value&...]``, e.g. ``replay:data.json.gz?noisy=1``."""
-    head, _, query = spec.partition("?")
-    name, _, arg = head.partition(":")
+def target_class(spec: str) -> type[Target]:
+    """The class of the target a :func:`make_target` spec names (imported, not constructed)."""
+    name = spec.partition("?")[0].partition(":")[0]
     path = _REGISTRY.get(name)
     if path is None:
         raise TargetError(f"unknown target {name!r}; choose one of {available_targets()} "
@@ -60,6 +59,14 @@ def make_target(spec: str, **options: Any) -> Target:
     except ImportError as e:
         raise TargetError(f"target {name!r} needs the package {e.name!r}; install tunex with "
                           f"its extra, e.g. pip install 'tunex[{name.split('_')[0]}]'") from e
+    return cls
+
+
+def make_target(spec: str, **options: Any) -> Target:
+    """Create a target from ``NAME[:ARG][?key=value&...]``, e.g. ``replay:data.json.gz?noisy=1``."""
+    head, _, query = spec.partition("?")
+    name, _, arg = head.partition(":")
+    cls: Any = target_class(spec)
     opts = {k: _coerce(v) for k, v in parse_qsl(query, keep_blank_values=True)}
     opts.update(options)
     sig = inspect.signature(cls)

@@ -36,6 +36,10 @@ class Target(abc.ABC):
     #: Measurements that may run at once on one machine: 1 for a device (a GPU, a board);
     #: ``None`` for a simulator, which any CPU can run (local executors use every CPU).
     measure_slots: int | None = 1
+    #: Modules its worker processes need (its toolchain, e.g. torch and Triton): local executors
+    #: import them once in the fork server their workers come from (see
+    #: :func:`tunex.cluster.worker_context`), not once per worker.
+    worker_imports: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def fingerprint(self) -> Mapping[str, Any]:
@@ -65,6 +69,12 @@ class Target(abc.ABC):
         ignores its arguments and returns its recorded space.
         """
         raise TargetError(f"target {self.name!r} cannot tune kernel {kernel!r}")
+
+    def open(self) -> None:  # noqa: B027 - nothing to acquire by default
+        """Acquire the device before the first measurement (a CUDA context, buffers, driver
+        stubs). Measuring workers call it as they start, so this overlaps the first builds;
+        ``measure`` must work without it. Must not raise for a missing device: ``measure``
+        reports that."""
 
     def facts(self) -> Mapping[str, float]:
         """Numeric facts about the target that the cost model may use (e.g. SM count)."""

@@ -33,6 +33,7 @@ each measurement (pack provenance lists CUDA), not part of the key.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -115,6 +116,8 @@ class TritonGPUTarget(Target):
 
     name = "triton_gpu"
     noisy = True
+    worker_imports = ("torch", "triton", "triton.compiler", "tunex.targets.triton_gpu",
+                      "tunex.kernel")
 
     def __init__(self, arch: str | int | None = None, *, repeats: int = 20,
                  warmup_ms: float = 10.0, flush_mb: int = 256, graphs: bool = False,
@@ -218,6 +221,16 @@ class TritonGPUTarget(Target):
                                       compile_ms=artifact.compile_ms, facts=artifact.facts)
         state = self._device()
         return state.measure(artifact)
+
+    def open(self) -> None:
+        """The CUDA context, the L2-flush buffer and Triton's driver stubs, ahead of the first
+        measurement."""
+        if self._state is None and visible_gpu() is not None:
+            self._device()
+            with contextlib.suppress(Exception):  # the first load reports what fails
+                from triton.runtime import driver
+
+                driver.active.utils  # noqa: B018 - builds Triton's CUDA helper module once
 
     def close(self) -> None:
         if self._state is not None:
