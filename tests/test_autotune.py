@@ -269,6 +269,57 @@ def test_pinned_mode_never_tunes(db_path: Path, caplog) -> None:
     assert {r.last.source for r in ranks} == {"db"}
 
 
+def test_each_new_workload_records_its_decision(db_path: Path) -> None:
+    k, _ = make_add(db_path, mode="on_miss")
+    call_add(k, 1000)
+    tuned = k.last
+    call_add(k, 600)  # same bucket: announced as "cache", not recorded again
+    call_add(k, 1000)  # a known key: the hot path records nothing
+    reader, _ = make_add(db_path)  # another process, in effect
+    call_add(reader, 1000)
+    pinned, _ = make_add(db_path, mode="pinned")
+    call_add(pinned, 1000)  # pinned ranks only read the database
+    assert pinned.last.source == "db"
+    with Database(db_path) as d:
+        first, second = d.decisions()
+        trials = {t.measurement.config: t.number for t in d.trials(tuned.workload)}
+    assert (first.source, first.mode, first.detail) == ("tuned", "on_miss", tuned.reason)
+    assert first.config == tuned.config and first.key == {"n": 1000}
+    assert first.trial == trials[tuned.config] and first.time_ms == pytest.approx(1.0)
+    assert first.seconds == pytest.approx(tuned.seconds) and first.workload == tuned.workload
+    assert (second.source, second.mode, second.trial) == ("db", "never", first.trial)
+    assert second.detail == reader.last.reason and second.config == tuned.config
+
+
+def test_a_database_that_cannot_record_decisions_only_warns(db_path: Path, monkeypatch,
+                                                           caplog) -> None:
+    from tunex.autotune import _runtime
+    from tunex.errors import DatabaseError
+
+    tuner, _ = make_add(db_path, mode="on_miss")
+    call_add(tuner, 1000)
+    monkeypatch.setattr(_runtime, "_unwritable", set())
+    tried: list[str] = []
+
+    def refuse(self: Database, workload: Any, config: Config, source: str, **kw: Any) -> None:
+        tried.append(source)
+        raise DatabaseError(f"cannot record a decision in tuning database {self!r}: disk full")
+
+    monkeypatch.setattr(Database, "record_decision", refuse)
+    k, _ = make_add(db_path)
+    with caplog.at_level(logging.WARNING, "tunex.autotune"):
+        call_add(k, 1000)
+        call_add(k, 3000)  # another workload: not tried again, not warned again
+    assert k.last.source == "default" and tried == ["db"]
+    warned = [r.message for r in caplog.records if "cannot record the decision" in r.message]
+    assert len(warned) == 1 and "disk full" in warned[0]
+    with Database(db_path) as d:  # read-only: not even tried
+        d.readonly = True
+        ro, _ = make_add(db_path, db=d)
+        call_add(ro, 1000)
+        assert ro.last.source == "db" and tried == ["db"]
+
+
 def test_on_miss_resumes_and_uses_db_row(db_path: Path) -> None:
     k, _ = make_add(db_path, mode="on_miss")
     call_add(k, 1000)

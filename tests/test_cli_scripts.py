@@ -38,6 +38,8 @@ def test_one_log_line_per_trial_and_json_summary(tmp_path: Path, capsys) -> None
     assert "best" in lines[-1] and "block_size_x=" in lines[-1]
     failed = sum(x.split()[3] == "runtime_error;" for x in lines)  # pnpoly records some
     assert f"failures: {f'runtime_error {failed}' if failed else 'none'};" in lines[-1]
+    # what the executor does then (replay runs each trial inline: nothing left in flight)
+    assert "; builds: 0 queued, 0 running; measuring: inline 0; " in lines[-1]
     assert main(search(db, "9trials", "--json")) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out)

@@ -266,9 +266,17 @@ def test_resuming_tells_the_record_and_never_measures_a_config_twice():
 
 
 def test_the_progress_line_says_best_trial_failures_in_flight_and_workers():
+    from tunex.cluster import Activity
     from tunex.tuner import _Progress
 
-    bar = _Progress(True, Budget(None, 10), 0)
+    now: list[Activity | None] = [Activity(4, 2, 1, {"gpu0": 1, "gpu1": 0})]
+
+    def activity() -> Activity | None:
+        if now[0] is None:
+            raise RuntimeError("executor gone")
+        return now[0]
+
+    bar = _Progress(True, Budget(None, 10), 0, activity)
     try:
         bar.update(1, Measurement(Config(a=1), Status.OK, (2.0,), worker="gpu0"), 1, 3)
         bar.update(2, Measurement(Config(a=2), Status.OK, (1.0,), worker="gpu1"), 2, 3)
@@ -277,5 +285,14 @@ def test_the_progress_line_says_best_trial_failures_in_flight_and_workers():
         assert fields["best"] == "best 1 ms (trial 2)"
         assert fields["detail"] == "2 in flight | failed: timeout 1 | gpu0:1 gpu1:1"
         assert bar.p.tasks[0].completed == 3 and bar.p.tasks[0].total == 10
+        # builds and measurements per device, asked of the executor at each refresh
+        column = bar.p.columns[-1]
+        assert column.render(bar.p.tasks[0]).plain == (
+            "| builds: 4 queued, 2 running; measuring: gpu0 1, gpu1 0, 1 built waiting")
+        now[0] = Activity(0, 1, 0, {"gpu0": 0, "gpu1": 1})
+        assert "builds: 0 queued, 1 running; measuring: gpu0 0, gpu1 1" in column.render(
+            bar.p.tasks[0]).plain
+        now[0] = None  # a failing executor blanks the column, never the search
+        assert column.render(bar.p.tasks[0]).plain == ""
     finally:
         bar.close()

@@ -96,7 +96,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         executor = LocalExecutor(target, LocalOptions(**local, **timeouts))
     quiet = args.quiet or args.json
     with Database(args.db) as db, executor:
-        hooks: list[Any] = [] if quiet or console.is_terminal else [_TrialLog(budget)]
+        hooks: list[Any] = ([] if quiet or console.is_terminal
+                            else [_TrialLog(budget, executor.activity)])
         if args.optuna_storage:
             from tunex.interop import OptunaMirror
 
@@ -133,13 +134,15 @@ def _each(hooks: list[Any]) -> Any:
 
 class _TrialLog:
     """One line per finished trial on standard error, for logs and pipes (a terminal gets the
-    progress bar instead)."""
+    progress bar instead), with what the executor is doing then when it says (``activity``:
+    builds queued and running, measurements running per device)."""
 
-    def __init__(self, budget: Any) -> None:
+    def __init__(self, budget: Any, activity: Any = None) -> None:
         self.total = f"/{budget.trials}" if budget.trials else ""
         self.best = math.inf
         self.best_trial = 0
         self.failures: dict[str, int] = {}
+        self.activity = activity
 
     def __call__(self, m: Any, number: int) -> None:
         if m.ok and m.value < self.best:
@@ -149,7 +152,9 @@ class _TrialLog:
         what = f"{m.value:.5g} ms" if m.ok else str(m.status)
         best = f"{self.best:.5g} ms (trial {self.best_trial})" if self.best_trial else "-"
         failed = ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items())) or "none"
+        now = self.activity() if self.activity is not None else None
         print(f"tunex: trial {number}{self.total} {what}; best {best}; failures: {failed}; "
+              + (f"{now}; " if now is not None else "")
               + " ".join(f"{k}={v}" for k, v in m.config.items()), file=sys.stderr, flush=True)
 
 

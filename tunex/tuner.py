@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from tunex.cluster import Executor, InlineExecutor
+from tunex.cluster import Activity, Executor, InlineExecutor
 from tunex.db import Database
 from tunex.db._records import CLAIM_LEASE_S, Claims, claim_owner
 from tunex.errors import BudgetError, ConfigError, TunexError
@@ -183,7 +183,7 @@ class Tuner:
         running: dict[Future[Measurement], Config] = {}
         elsewhere: set[Config] = set()  # claimed by a concurrent search when asked
         stopped = "strategy exhausted"
-        bar = _Progress(self.progress, self.budget, count)
+        bar = _Progress(self.progress, self.budget, count, self.executor.activity)
         full = False
         used = count  # trials and live claims of the workload, as the last claim saw them
         absorbed = 0.0
@@ -347,9 +347,11 @@ class _Claims:
 class _Progress:
     """A rich progress bar of a search (a no-op when off): trials done of the budget, the best
     time and the trial that found it, failures by kind, trials in flight and trials measured per
-    worker (device)."""
+    worker (device); and, refreshed live where the executor says (``activity``), builds queued
+    and running and the measurements running on each device."""
 
-    def __init__(self, enabled: bool, budget: Budget, start: int) -> None:
+    def __init__(self, enabled: bool, budget: Budget, start: int,
+                 activity: Callable[[], Activity | None] | None = None) -> None:
         self.p = None
         self.failures: dict[str, int] = {}
         self.workers: dict[str, int] = {}
@@ -360,13 +362,27 @@ class _Progress:
             BarColumn,
             MofNCompleteColumn,
             Progress,
+            ProgressColumn,
+            Task,
             TextColumn,
             TimeElapsedColumn,
         )
+        from rich.text import Text
+
+        class ActivityColumn(ProgressColumn):
+            """The executor's activity, asked at each refresh (not only when a trial ends)."""
+
+            def render(self, task: Task) -> Text:
+                try:
+                    now = activity() if activity is not None else None
+                except Exception:  # a display must never stop a search
+                    now = None
+                return Text("" if now is None else f"| {now}")
 
         self.p = Progress(TextColumn("[bold]tuning"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("{task.fields[best]}"), TimeElapsedColumn(),
-                          TextColumn("{task.fields[detail]}"), transient=False)
+                          TextColumn("{task.fields[detail]}"), ActivityColumn(),
+                          transient=False)
         self.task = self.p.add_task("tune", total=budget.trials, completed=start, best="best -",
                                     detail="")
         self.p.start()

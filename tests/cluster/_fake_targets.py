@@ -50,3 +50,39 @@ class WhereTarget(Target):
         return Measurement(c, Status.OK, (1.0 + sum(map(float, c.values())) % 7,),
                            facts={"t0": t0, "t1": time.time(), "host": self.host,
                                   "built_by": artifact.payload})
+
+
+class GateTarget(Target):
+    """Builds and measurements that wait until their gate file (``build``, ``measure`` in
+    ``gates``) exists: trials held in flight for as long as a test looks at them."""
+
+    name = "gate"
+    noisy = False
+    measure_slots = None
+
+    def __init__(self, gates: str | os.PathLike[str]) -> None:
+        self.gates = os.fspath(gates)
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        return {"device": "gate"}
+
+    def _wait(self, gate: str) -> None:
+        while not os.path.exists(os.path.join(self.gates, gate)):
+            time.sleep(0.02)
+
+    def build(self, workload: Workload, config: Config) -> Artifact:
+        self._wait("build")
+        return Artifact(workload, config)
+
+    def measure(self, artifact: Artifact) -> Measurement:
+        self._wait("measure")
+        return Measurement(artifact.config, Status.OK, (1.0,))
+
+
+def until(condition: Any, what: str, timeout: float = 60.0) -> None:
+    """Wait until ``condition()`` is true (polling), or fail saying ``what`` never happened."""
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"{what}: not within {timeout:g} s")
+        time.sleep(0.02)

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
+from tests.cluster._fake_targets import GateTarget, until
 from tunex import Config, Measurement, Status, TargetError, Workload
-from tunex.cluster import InlineExecutor, LocalExecutor, LocalOptions
+from tunex.cluster import Activity, InlineExecutor, LocalExecutor, LocalOptions
 from tunex.targets._base import Target
 from tunex.trial import Artifact
 
@@ -113,6 +114,28 @@ def test_cancelled_trials_do_not_break_the_executor(executor):
     assert all(f.result(timeout=60).ok for f in later + futs[:2])
 
 
+def test_activity_counts_builds_and_measurements_in_flight(tmp_path):
+    ex = LocalExecutor(GateTarget(tmp_path), LocalOptions(build_workers=2, measure_workers=2,
+                                                          build_timeout=60, measure_timeout=60))
+    idle = {"device0": 0, "device1": 0}
+    try:
+        assert ex.activity() == Activity(0, 0, 0, idle)
+        futs = [ex.submit(W, Config(a=i)) for i in range(5)]
+        until(lambda: ex.activity() == Activity(3, 2, 0, idle), "2 builds running, 3 queued")
+        assert futs[4].cancel()  # queued: it will never build
+        assert ex.activity() == Activity(2, 2, 0, idle)
+        (tmp_path / "build").touch()
+        busy = Activity(0, 0, 2, {"device0": 1, "device1": 1})
+        until(lambda: ex.activity() == busy, "both devices measuring, 2 built waiting")
+        assert str(busy) == "builds: 0 queued, 0 running; measuring: device0 1, device1 1, " \
+                            "2 built waiting"
+        (tmp_path / "measure").touch()
+        assert all(f.result(timeout=60).ok for f in futs[:4])
+        until(lambda: ex.activity() == Activity(0, 0, 0, idle), "all idle again")
+    finally:
+        ex.close()
+
+
 class CallerTarget(Target):
     """Builds anywhere (reports the process); measures, reporting the measuring thread."""
 
@@ -146,6 +169,8 @@ def test_caller_executor_builds_in_the_pool_and_measures_in_the_waiting_thread()
             ex = CallerExecutor(t, pool)
             assert ex.slots == 3
             futs = [ex.submit(W, Config(a=a, b=0)) for a in range(5)]
+            # built in the pool, nothing measured before the caller waits (a=3 fails to build)
+            until(lambda ex=ex: ex.activity() == Activity(0, 0, 4, {"caller": 0}), "4 built")
             pending = set(futs)
             while pending:
                 pending -= ex.wait(pending, 30)
@@ -157,6 +182,31 @@ def test_caller_executor_builds_in_the_pool_and_measures_in_the_waiting_thread()
             assert os.getpid() not in {m.facts["built_by"] for m in ok}
     finally:
         pool.close()
+
+
+def test_inline_and_caller_executors_say_what_the_calling_thread_does():
+    from tunex.cluster import CallerExecutor
+
+    seen: list[tuple[str, Activity | None]] = []
+
+    class Watched(CallerTarget):
+        def build(self, workload, config):
+            seen.append(("build", ex.activity()))
+            return super().build(workload, config)
+
+        def measure(self, artifact):
+            seen.append(("measure", ex.activity()))
+            return super().measure(artifact)
+
+    for make, name in ((InlineExecutor, "inline"), (CallerExecutor, "caller")):
+        seen.clear()
+        ex = make(Watched())
+        fut = ex.submit(W, Config(a=0, b=0))
+        ex.wait([fut])
+        assert fut.result().ok
+        assert seen == [("build", Activity(0, 1, 0, {name: 0})),
+                        ("measure", Activity(0, 0, 0, {name: 1}))]
+        assert ex.activity() == Activity(0, 0, 0, {name: 0})
 
 
 def test_caller_executor_builds_inline_without_a_pool():

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster._fake_targets import WhereTarget
+from tests.cluster._fake_targets import GateTarget, WhereTarget, until
 from tests.cluster.test_local import SlowTarget, W
 from tunex import ClusterError, Config, ConfigError, Status
-from tunex.cluster import Device, load_devices, simulator_devices
+from tunex.cluster import Activity, Device, load_devices, simulator_devices
 from tunex.cluster._ray import RayExecutor, RayOptions
 
 try:
@@ -158,6 +158,26 @@ def test_trials_go_to_whichever_device_is_free_and_record_where(ray_cluster):
     for runs in by_device.values():  # never two measurements at once on one device
         spans = sorted((m.facts["t0"], m.facts["t1"]) for m in runs)
         assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+
+
+def test_activity_counts_builds_and_measurements_in_flight(ray_cluster, tmp_path):
+    ex = RayExecutor(GateTarget(tmp_path), RayOptions(device_specs=simulator_devices(2),
+                                                      in_flight=5, build_timeout=120,
+                                                      measure_timeout=120))
+    idle = {"riscv-sim0": 0, "riscv-sim1": 0}
+    try:
+        assert ex.activity() == Activity(0, 0, 0, idle)
+        futs = [ex.submit(W, Config(a=k)) for k in range(5)]
+        # two CPUs: two builds handed to Ray, three waiting for one
+        until(lambda: ex.activity() == Activity(3, 2, 0, idle), "2 builds running, 3 queued")
+        (tmp_path / "build").touch()
+        busy = Activity(0, 0, 3, {"riscv-sim0": 1, "riscv-sim1": 1})
+        until(lambda: ex.activity() == busy, "both devices measuring, 3 built waiting", 120)
+        (tmp_path / "measure").touch()
+        assert all(f.result(timeout=120).ok for f in futs)
+        assert ex.activity() == Activity(0, 0, 0, idle)
+    finally:
+        ex.close()
 
 
 def test_a_device_whose_resource_no_node_offers_is_a_clear_error(ray_cluster):

@@ -447,7 +447,7 @@ def schema_of(path: Path) -> tuple[dict[str, set[str]], set[str]]:
 
 
 def test_a_v1_database_is_migrated_with_its_data(tmp_path: Path) -> None:
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     ms = sample_measurements()[:4]
     path = tmp_path / "v1.db"
     make_v1(path, ms)
@@ -458,12 +458,97 @@ def test_a_v1_database_is_migrated_with_its_data(tmp_path: Path) -> None:
         assert db.record(MM, ok(Config(block=1), 0.5), strategy="tpe") == 5
         assert db.trials(MM)[-1].strategy == "tpe"
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM tunex_meta").fetchall() == [("3",)]
+    assert conn.execute("SELECT value FROM tunex_meta").fetchall() == [("4",)]
     conn.close()
     fresh = tmp_path / "fresh.db"
     Database(fresh).close()
     assert schema_of(path) == schema_of(fresh)
     assert "ix_trials_workload_value" in schema_of(path)[1]
+
+
+def make_v3(path: Path, ms: list[Measurement]) -> None:
+    """A database as tunex wrote it at schema 3: v1, brought to v3 by the steps of the time."""
+    from tunex.db import _schema
+
+    make_v1(path, ms)
+    engine = sa.create_engine(f"sqlite:///{path}")
+    try:
+        with engine.begin() as conn:
+            for step in _schema.MIGRATIONS[:2]:
+                step(conn)
+            conn.execute(sa.text("UPDATE tunex_meta SET value = '3' "
+                                 "WHERE key = 'schema_version'"))
+    finally:
+        engine.dispose()
+
+
+def test_a_v3_database_is_migrated_and_records_decisions(tmp_path: Path) -> None:
+    ms = sample_measurements()[:4]
+    path = tmp_path / "v3.db"
+    make_v3(path, ms)
+    assert "decisions" not in schema_of(path)[0]
+    with Database(path, create=False) as db:
+        assert db.measurements(MM) == ms and db.decisions() == []
+        d = db.record_decision(MM, ms[3].config, "db", detail="best in the database",
+                               mode="never", key={"M": 1000}, time_ms=0.75, seconds=0.01)
+        assert d.trial == 4  # the trial the config came from
+        assert db.decisions(MM) == [d]
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM tunex_meta").fetchall() == [("4",)]
+    conn.close()
+    fresh = tmp_path / "fresh.db"
+    Database(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+    assert "ix_decisions_workload" in schema_of(path)[1]
+
+
+# -- decisions of the decorator ------------------------------------------------------------------
+
+
+def test_decisions_round_trip(db: Database) -> None:
+    from tunex.db import decisions_dataframe
+
+    ms = fill(db)  # MM: a config measured ok as trial 1, one that failed as trial 2
+    tuned = db.record_decision(MM, ms[0].config, "tuned", detail="tuned 6 trials in 1.0 s",
+                               mode="on_miss", key={"M": 1000, "N": 500, "dtype": "fp16"},
+                               time_ms=ms[0].value, seconds=1.0)
+    failed = db.record_decision(MM, ms[1].config, "default", mode="never")
+    pack = db.record_decision(MM2, Config(block=64, order=(0, 1, 2), vec=True), "pack",
+                              detail="pack mylib-1.2 exact device", mode="never")
+    conv = db.record_decision(CONV, Config(tile=(2, 2), status="x"), "model", detail="predicted")
+    assert (tuned.trial, failed.trial, pack.trial, conv.trial) == (1, None, None, None)
+    assert tuned.host == socket.gethostname() and tuned.pid == os.getpid()
+    assert tuned.decided_at <= failed.decided_at <= time.time()
+    # in workload order (as first recorded), oldest first within one; values as recorded
+    assert db.decisions() == [tuned, failed, conv, pack]
+    assert db.decisions(MM) == [tuned, failed] and db.decisions(MM2) == [pack]
+    assert db.decisions(kernel="conv") == [conv]
+    assert db.decisions(Workload("unknown")) == []
+    assert db.decisions(MM)[0].key == {"M": 1000, "N": 500, "dtype": "fp16"}
+    assert db.decisions(CONV)[0].config == Config(tile=(2, 2), status="x")
+    # a decision makes its workload known, with no trial (MM2 had none)
+    assert MM2 in db.workloads() and db.count(MM2) == 0 and db.best(MM2) is None
+    with pytest.raises(ValueError, match="unknown decision source 'cache'"):
+        db.record_decision(MM, ms[0].config, "cache")
+
+    df = decisions_dataframe(db, MM.digest[:8])
+    assert list(df["source"]) == ["tuned", "default"] and len(df) == 2
+    assert list(df.columns[:5]) == ["decided_at", "source", "config", "detail", "trial"]
+    assert str(df["trial"].dtype) == "Int64" and df["trial"].iloc[0] == 1
+    assert df["trial"].isna().iloc[1] and str(df["decided_at"].dt.tz) == "UTC"
+    assert json.loads(df["key"].iloc[0]) == {"M": 1000, "N": 500, "dtype": "fp16"}
+    assert set(decisions_dataframe(db)["kernel"]) == {"matmul", "conv"}
+
+
+def test_decisions_stay_in_their_database_on_export(db: Database, tmp_path: Path) -> None:
+    fill(db)
+    db.record_decision(MM, Config(block=64, order=(2, 0, 1), vec=True), "db", mode="never")
+    path = tmp_path / "trials.jsonl"
+    n = db.export(path)
+    assert n == len(db.export_rows()) and "never" not in path.read_text()
+    with Database(tmp_path / "copy.db") as copy:
+        assert copy.import_trials(path) == n
+        assert copy.decisions() == [] and copy.measurements(MM) == db.measurements(MM)
 
 
 def test_a_failed_migration_leaves_the_database_as_it_was(tmp_path: Path, monkeypatch) -> None:

@@ -97,13 +97,18 @@ def test_a_v1_database_is_migrated_with_its_data(pg_url: str) -> None:
         conn.exec_driver_sql("ALTER TABLE trials DROP COLUMN strategy")
         conn.exec_driver_sql("ALTER TABLE workloads DROP COLUMN space")
         conn.exec_driver_sql("DROP TABLE claims")
+        conn.exec_driver_sql("DROP TABLE decisions")
         conn.exec_driver_sql("UPDATE tunex_meta SET value = '1'")
     with Database(pg_url) as db:
         assert db.measurements(MM) == ms and db.best(MM) == ms[3]
         assert db.record(MM, ok(Config(b=1), 1.0), strategy="tpe") == 5
         assert db.trials(MM)[-1].strategy == "tpe"
+        # the migrated table numbers its rows as the created one does
+        first = db.record_decision(MM, ms[3].config, "db", mode="never")
+        second = db.record_decision(MM, Config(b=1), "tuned", mode="on_miss")
+        assert db.decisions(MM) == [first, second] and first.trial == 4
     with engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM tunex_meta").scalar() == "3"
+        assert conn.exec_driver_sql("SELECT value FROM tunex_meta").scalar() == "4"
         indexes = {i["name"] for i in sa.inspect(conn).get_indexes("trials")}
     engine.dispose()
     assert "ix_trials_workload_value" in indexes

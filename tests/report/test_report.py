@@ -116,19 +116,38 @@ def test_report_of_a_database_the_decorator_filled(tmp_path: Path) -> None:
                        strategy="random", db=str(db), bench=bench, remeasure=0)(
         ta.jit(ta.add_kernel))
     ta.call_add(k, 3000)
+    # a later run that never tunes: the tuned workload from the database, a new one by default
+    reader = tunex.autotune(space=space, key={"n": "pow2"}, db=str(db), bench=bench)(
+        ta.jit(ta.add_kernel))
+    ta.call_add(reader, 3000)
+    ta.call_add(reader, 100)
     page = tmp_path / "decorated.html"
     with Database(db, create=False) as d:
         assert sum(d.count(w) for w in d.workloads()) == 18
+        chosen_trial = next(t.number for t in d.trials(k.last.workload)
+                            if t.measurement.config == k.last.config)
         text = render_report(d)
     page.write_text(text)
+    index, tuned, default = re.split(r"<section class='workload'", text)
+    assert "<th>decisions</th>" in index and ">database 1, tuned 1<" in index
     # the 18 points fit the budget: searched with the strategy asked for (not enumerated), all
-    assert "Tuned by <code>@tunex.autotune</code> on a miss (strategy random)" in text
-    assert "<b>Chosen</b>: BLOCK=128 num_warps=1" in text
-    shown = figures(text)
+    assert "Tuned by <code>@tunex.autotune</code> on a miss (strategy random)" in tuned
+    assert "<b>Chosen</b>: BLOCK=128 num_warps=1" in tuned
+    # where each decision came from: tuned on the miss, then read from the database
+    assert "2 recorded by 1 process" in tuned and "database: 1" in tuned and "tuned: 1" in tuned
+    rows = re.findall(r"<tr class='source-(\w+)'>(.*?)</tr>", tuned)
+    assert [source for source, _ in rows] == ["db", "tuned"]  # newest first
+    for _, row in rows:
+        assert "BLOCK=128 num_warps=1" in row and f"<td class='n'>{chosen_trial}</td>" in row
+    assert "best in Database(" in rows[0][1] and "tuned 18 trials in" in rows[1][1]
+    assert "default: 1" in default and "no database row, pack or cost model" in default
+    assert "<dt>trials</dt><dd>none</dd>" in default and "<b>Chosen</b>" not in default
+    shown = figures(tuned)
     assert shown["failures"] and shown["importances"] and shown["quality"]
-    importances = text.split("data-figure='importances'")[1].split("</figure>")[0]
+    importances = tuned.split("data-figure='importances'")[1].split("</figure>")[0]
     assert ">BLOCK<" in importances
-    assert_renders(page, tmp_path, plots=sum(shown.values()))
+    dom = assert_renders(page, tmp_path, plots=text.count("<figure class='plot"))
+    assert dom.count('<table class="decisions">') == 2
 
 
 @pytest.mark.riscv

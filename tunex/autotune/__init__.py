@@ -63,7 +63,11 @@ find what ``tunex search KERNEL --target triton_gpu`` recorded on the same devic
 ``tunex.autotune`` logger at INFO (DEBUG for a new shape in a known bucket), e.g.
 ``matmul[M=1024,...]: BLOCK_M=128 ... from tuned (tuned 40 trials in 6.1 s (model, built in
 parallel; no improvement in 20 trials), 1.23x over default)`` or ``... from pack (pack
-mylib-1.2 exact device)``.
+mylib-1.2 exact device)``. Each is also recorded in the tuning database, when there is one this
+process may write to (:meth:`tunex.db.Database.decisions`; ``tunex report`` shows them by
+workload): not in ``pinned`` mode, whose ranks only read the database, not where ``never`` mode
+finds no database file, and a database that cannot be written costs one warning, never a failed
+launch.
 
 **Packs** load with :func:`load_packs` or ``TUNEX_PACKS=path1:path2``; see
 :mod:`tunex.db.packs`. The database is ``db=`` (a path, URL or Database), else ``TUNEX_DB``,

@@ -164,6 +164,7 @@ class ResolutionMixin:
                           seconds=time.perf_counter() - started, **extra)
         self.last = sel
         R.notify(sel, self.listener)
+        R.record(sel, self.db_spec)
 
     def _valid(self, config: Config, space: Space) -> bool:
         return config in space

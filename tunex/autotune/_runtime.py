@@ -45,7 +45,9 @@ class Selection:
     """What a decorated kernel picked for a new workload, from where and why.
 
     Given to listeners (and logged on ``tunex.autotune``: at INFO, at DEBUG for ``"cache"``)
-    once per new key: never on the hot path of a known one.
+    once per new key: never on the hot path of a known one. Each one of a new workload (not
+    ``"cache"``) is recorded in the tuning database too, as a :class:`tunex.db.Decision`,
+    except in ``"pinned"`` mode and where the database is missing, read-only or unwritable.
 
     Attributes:
         kernel: the kernel's name.
@@ -225,3 +227,39 @@ def resolve_mode(mode: str) -> str:
 
 def db_error(exc: DatabaseError) -> None:
     log.warning("tuning database unusable, resolving without it: %s", exc)
+
+
+_unwritable: set[str] = set()  # databases a decision could not be written to: not tried again
+
+
+def record(selection: Selection, spec: Any) -> None:
+    """Keep ``selection`` in the tuning database of ``spec`` (:meth:`Database.record_decision`)
+    where there is one this process may write to.
+
+    Not for a new shape of a known bucket (``"cache"``), nor in ``"pinned"`` mode (whose ranks
+    only read the database, so none waits on another's write lock), nor for a database that
+    is missing (``never`` mode does not create one) or read-only. A database that cannot be
+    written is warned about once and not tried again in this process: a kernel launch never
+    fails, nor waits a busy timeout per key, for a record of why it picked its config.
+    """
+    if selection.source == "cache" or selection.mode == "pinned":
+        return
+    try:
+        db = open_db(spec, create=False)
+    except DatabaseError as exc:  # resolution has just said so (or raised, on a miss)
+        log.debug("not recording the decision: %s", exc)
+        return
+    if db is None or db.readonly or db.url in _unwritable:
+        return
+    try:
+        db.record_decision(selection.workload, selection.config, selection.source,
+                           detail=selection.reason, mode=selection.mode,
+                           key=dict(selection.key), time_ms=selection.time_ms,
+                           seconds=selection.seconds)
+    except Exception as exc:  # whatever it is, the launch goes on without the record
+        with _lock:
+            _unwritable.add(db.url)
+        log.warning("%s: cannot record the decision in %r (%s); the kernel runs on, and this "
+                    "process records no more decisions there (the tunex.autotune log still "
+                    "has them): make the database writable to keep them", selection.kernel, db,
+                    exc)

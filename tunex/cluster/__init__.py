@@ -1,6 +1,6 @@
 """Where trials run: in-process, local worker processes, or a Ray cluster."""
 
-from tunex.cluster._base import Executor, run_trial
+from tunex.cluster._base import Activity, Executor, run_trial
 from tunex.cluster._devices import Device, load_devices, simulator_devices
 from tunex.cluster._local import (
     BuildPool,
@@ -13,9 +13,9 @@ from tunex.cluster._local import (
     worker_context,
 )
 
-__all__ = ["BuildPool", "CallerExecutor", "Device", "Executor", "InlineExecutor", "LocalExecutor",
-           "LocalOptions", "RayExecutor", "RayOptions", "load_devices", "prestart", "run_trial",
-           "shared_build_pool", "simulator_devices", "worker_context"]
+__all__ = ["Activity", "BuildPool", "CallerExecutor", "Device", "Executor", "InlineExecutor",
+           "LocalExecutor", "LocalOptions", "RayExecutor", "RayOptions", "load_devices",
+           "prestart", "run_trial", "shared_build_pool", "simulator_devices", "worker_context"]
 
 
 def __getattr__(name: str):  # Ray is optional and heavy: import it only when asked for

@@ -6,14 +6,15 @@ import abc
 import concurrent.futures as cf
 import time
 import traceback
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 
 from tunex.errors import TargetError
 from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
-__all__ = ["Executor", "failed_build", "failure_status", "run_trial"]
+__all__ = ["Activity", "Executor", "failed_build", "failure_status", "run_trial"]
 
 
 def failure_status(kind: str, otherwise: Status) -> Status:
@@ -26,6 +27,32 @@ def failed_build(artifact: Artifact, worker: str | None = None) -> Measurement:
     return Measurement.failed(artifact.config, artifact.status, artifact.error,
                               compile_ms=artifact.compile_ms, facts=artifact.facts,
                               worker=worker)
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What an executor is doing at one moment (:meth:`Executor.activity`), for progress
+    displays.
+
+    Attributes:
+        builds_queued: builds submitted and waiting for a build worker.
+        builds_running: builds compiling now.
+        measures_queued: configs built and waiting for a free device.
+        measuring: every device (measuring worker) by name, with the measurements it runs now
+            (0 when idle; one at a time on a device).
+    """
+
+    builds_queued: int = 0
+    builds_running: int = 0
+    measures_queued: int = 0
+    measuring: Mapping[str, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        """e.g. ``builds: 5 queued, 2 running; measuring: gpu0 1, gpu1 0, 3 built waiting``"""
+        devices = ", ".join(f"{name} {n}" for name, n in self.measuring.items()) or "-"
+        waiting = f", {self.measures_queued} built waiting" if self.measures_queued else ""
+        return (f"builds: {self.builds_queued} queued, {self.builds_running} running; "
+                f"measuring: {devices}{waiting}")
 
 
 class Executor(abc.ABC):
@@ -54,6 +81,14 @@ class Executor(abc.ABC):
         done, _ = cf.wait(futures, timeout=timeout, return_when=cf.FIRST_COMPLETED)
         return set(done)
 
+    def activity(self) -> Activity | None:
+        """What runs now: builds queued and running, measurements running per device (see
+        :class:`Activity`); None when this executor does not say (the default: a plugin
+        executor need not track it). Cheap, and safe to call from any thread at any time (a
+        progress display calls it several times a second); the counts are a snapshot, each
+        consistent on its own."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Stop workers."""
 
@@ -64,12 +99,21 @@ class Executor(abc.ABC):
         self.close()
 
 
-def run_trial(target: Target, workload: Workload, config: Config, worker: str) -> Measurement:
-    """Build and measure one config in this process; any error of the config becomes data."""
+def run_trial(target: Target, workload: Workload, config: Config, worker: str, *,
+              phase: Callable[[str], None] | None = None) -> Measurement:
+    """Build and measure one config in this process; any error of the config becomes data.
+    ``phase`` is told ``"build"`` and then ``"measure"`` as each begins."""
     start = time.time()
     try:
+        if phase is not None:
+            phase("build")
         artifact = target.build(workload, config)
-        m = failed_build(artifact, worker) if not artifact.ok else target.measure(artifact)
+        if not artifact.ok:
+            m = failed_build(artifact, worker)
+        else:
+            if phase is not None:
+                phase("measure")
+            m = target.measure(artifact)
     except TargetError:
         raise
     except Exception as e:  # a target that raises on a bad config: still a failed trial

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tunex.cluster._base import Executor, failed_build, failure_status, run_trial
+from tunex.cluster._base import Activity, Executor, failed_build, failure_status, run_trial
 from tunex.errors import TargetError
 from tunex.targets._base import DEVICE_LOST, Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
@@ -80,14 +80,27 @@ class InlineExecutor(Executor):
 
     def __init__(self, target: Target) -> None:
         self.target = target
+        self._phase: str | None = None  # what the trial being submitted does now
 
     def submit(self, workload: Workload, config: Config) -> Future[Measurement]:
         fut: Future[Measurement] = Future()
         try:
-            fut.set_result(run_trial(self.target, workload, config, worker="inline"))
+            fut.set_result(run_trial(self.target, workload, config, worker="inline",
+                                     phase=self._set_phase))
         except TargetError as e:
             fut.set_exception(e)
+        finally:
+            self._phase = None
         return fut
+
+    def _set_phase(self, phase: str) -> None:
+        self._phase = phase
+
+    def activity(self) -> Activity:
+        """The trial running inside :meth:`submit` (seen from another thread), if any."""
+        phase = self._phase
+        return Activity(builds_running=int(phase == "build"),
+                        measuring={"inline": int(phase == "measure")})
 
 
 @dataclass(frozen=True)
@@ -223,6 +236,9 @@ class BuildPool:
         self.timeout = timeout
         self.workers = [_Worker(ctx, None, f"{name}{i}", import_main) for i in range(workers)]
         self._jobs: queue.Queue[Any] = queue.Queue()
+        self._count_lock = threading.Lock()
+        self._queued = 0
+        self._running = 0
         self._threads = [threading.Thread(target=self._loop, args=(w,), daemon=True)
                          for w in self.workers]
         for t in self._threads:
@@ -232,8 +248,21 @@ class BuildPool:
                ) -> Future[Artifact]:
         """Build ``config`` with ``builder`` (kept by worker processes under ``key``)."""
         fut: Future[Artifact] = Future()
+        with self._count_lock:
+            self._queued += 1
+        fut.add_done_callback(self._dropped)
         self._jobs.put((key, builder, workload, config, fut))
         return fut
+
+    def counts(self) -> tuple[int, int]:
+        """(builds queued, builds running) now, of every user of the pool."""
+        with self._count_lock:
+            return self._queued, self._running
+
+    def _dropped(self, fut: Future[Artifact]) -> None:
+        if fut.cancelled():  # cancelled while queued: no worker will take it
+            with self._count_lock:
+                self._queued -= 1
 
     def _loop(self, worker: _Worker) -> None:
         while True:
@@ -241,11 +270,18 @@ class BuildPool:
             if item is None:
                 return
             key, builder, workload, config, fut = item
-            if not fut.set_running_or_notify_cancel():  # cancelled while queued
+            if not fut.set_running_or_notify_cancel():  # cancelled while queued (counted)
                 continue
+            with self._count_lock:
+                self._queued -= 1
+                self._running += 1
             payload = (key, None if key in worker.builders else builder, workload, config)
             worker.builders.add(key)
-            kind, value = worker.call("build", payload, self.timeout)
+            try:
+                kind, value = worker.call("build", payload, self.timeout)
+            finally:
+                with self._count_lock:
+                    self._running -= 1
             if kind == "ok":
                 fut.set_result(value)
             elif kind == "fatal":
@@ -308,6 +344,9 @@ class LocalExecutor(Executor):
         self._devices = [_Worker(ctx, target, "device" if n_measure == 1 else f"device{i}")
                          for i in range(n_measure)]
         self._measures: queue.Queue[Any] = queue.Queue()
+        self._count_lock = threading.Lock()
+        self._waiting = 0  # built, queued for a device
+        self._busy = {w.name: 0 for w in self._devices}
         self._threads = [threading.Thread(target=self._measure_loop, args=(w,), daemon=True)
                          for w in self._devices]
         for t in self._threads:
@@ -332,7 +371,20 @@ class LocalExecutor(Executor):
         if not art.ok:
             fut.set_result(failed_build(art, "build").replace(started_at=start))
         else:
+            with self._count_lock:
+                self._waiting += 1
+            fut.add_done_callback(self._dropped)
             self._measures.put((art, fut, start))
+
+    def _dropped(self, fut: Future[Measurement]) -> None:
+        if fut.cancelled():  # cancelled while queued for a device
+            with self._count_lock:
+                self._waiting -= 1
+
+    def activity(self) -> Activity:
+        queued, running = self._pool.counts()
+        with self._count_lock:
+            return Activity(queued, running, self._waiting, dict(self._busy))
 
     def _measure_loop(self, device: _Worker) -> None:
         while True:
@@ -340,9 +392,16 @@ class LocalExecutor(Executor):
             if item is None:
                 return
             art, fut, start = item
-            if not fut.set_running_or_notify_cancel():
+            if not fut.set_running_or_notify_cancel():  # cancelled while queued (counted)
                 continue
-            kind, value = device.call("measure", art, self.options.measure_timeout)
+            with self._count_lock:
+                self._waiting -= 1
+                self._busy[device.name] += 1
+            try:
+                kind, value = device.call("measure", art, self.options.measure_timeout)
+            finally:
+                with self._count_lock:
+                    self._busy[device.name] -= 1
             if kind == "ok" and value.facts.get(DEVICE_LOST):
                 device.restart()  # the device can measure no more in that process
             if kind == "ok":
@@ -386,6 +445,7 @@ class CallerExecutor(Executor):
         self.slots = len(pool.workers) + 1 if pool is not None else 1
         self._key = f"caller-{os.getpid()}-{next(_KEYS)}"
         self._builds: dict[Future[Measurement], tuple[Future[Artifact], float]] = {}
+        self._phase: str | None = None  # what the calling thread does now: build, measure
 
     def submit(self, workload: Workload, config: Config) -> Future[Measurement]:
         fut: Future[Measurement] = Future()
@@ -395,12 +455,26 @@ class CallerExecutor(Executor):
             fut.add_done_callback(lambda f: build.cancel() if f.cancelled() else None)
         else:
             build = Future()
+            self._phase = "build"
             try:
                 build.set_result(self.target.build(workload, config))
             except TargetError as e:
                 build.set_exception(e)
+            finally:
+                self._phase = None
         self._builds[fut] = (build, start)
         return fut
+
+    def activity(self) -> Activity:
+        """Builds of the pool (every user of it: the decorator's pool is shared) or the one
+        building inline; the calling thread is the device, named ``caller``."""
+        phase = self._phase
+        queued, running = self.pool.counts() if self.pool is not None else (
+            0, int(phase == "build"))
+        waiting = sum(1 for build, _ in tuple(self._builds.values())
+                      if build.done() and not build.cancelled() and build.exception() is None
+                      and build.result().ok)
+        return Activity(queued, running, waiting, {"caller": int(phase == "measure")})
 
     def wait(self, futures: Collection[Future[Measurement]], timeout: float | None = None
              ) -> set[Future[Measurement]]:
@@ -433,6 +507,7 @@ class CallerExecutor(Executor):
         if not art.ok:
             fut.set_result(failed_build(art, "build").replace(started_at=start))
             return
+        self._phase = "measure"
         try:
             m = self.target.measure(art)
         except TargetError as e:
@@ -441,6 +516,8 @@ class CallerExecutor(Executor):
         except Exception as e:  # a target that raises on a bad config: still a failed trial
             m = Measurement.failed(art.config, Status.RUNTIME_ERROR, f"{type(e).__name__}: {e}",
                                    compile_ms=art.compile_ms)
+        finally:
+            self._phase = None
         if m.compile_ms is None and art.compile_ms is not None:
             m = m.replace(compile_ms=art.compile_ms)
         fut.set_result(m.replace(started_at=start))

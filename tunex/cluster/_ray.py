@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from tunex.cluster._base import Executor, failed_build, failure_status
+from tunex.cluster._base import Activity, Executor, failed_build, failure_status
 from tunex.cluster._devices import Device
 from tunex.errors import ClusterError, TargetError
 from tunex.targets._base import DEVICE_LOST, Target
@@ -204,6 +204,9 @@ class RayExecutor(Executor):
         self._cond = threading.Condition()
         self._free: collections.deque[int] = collections.deque()
         self._closed = False
+        self._builds_queued = 0  # trials not building yet (waiting for a thread or a CPU)
+        self._builds_running = 0
+        self._measures_queued = 0  # built, waiting for a device
         self._slots = [_Slot(d) for d in devices]
         for i in range(len(self._slots)):
             self._place(i)
@@ -385,7 +388,22 @@ class RayExecutor(Executor):
     # -- trials -----------------------------------------------------------------------------
 
     def submit(self, workload: Workload, config: Config) -> Future[Measurement]:
-        return self._pool.submit(self._trial, workload, config)
+        with self._cond:
+            self._builds_queued += 1
+        fut = self._pool.submit(self._trial, workload, config)
+        fut.add_done_callback(self._dropped)
+        return fut
+
+    def _dropped(self, fut: Future[Measurement]) -> None:
+        if fut.cancelled():  # cancelled before a thread took it: it never ran
+            with self._cond:
+                self._builds_queued -= 1
+
+    def activity(self) -> Activity:
+        """Builds handed to Ray count as running (Ray may still queue them for a CPU)."""
+        with self._cond:
+            return Activity(self._builds_queued, self._builds_running, self._measures_queued,
+                            {s.device.name: int(s.state == "busy") for s in self._slots})
 
     def _wait(self, ref: Any, timeout: float, actor: bool = False) -> tuple[str, Any]:
         ray = self.ray
@@ -408,8 +426,15 @@ class RayExecutor(Executor):
         start = time.time()
         opt = self.options
         with self._building:
-            kind, art = self._wait(self._build_task.remote(self._target_ref, workload, config),
-                                   opt.build_timeout)
+            with self._cond:
+                self._builds_queued -= 1
+                self._builds_running += 1
+            try:
+                kind, art = self._wait(self._build_task.remote(self._target_ref, workload,
+                                                               config), opt.build_timeout)
+            finally:
+                with self._cond:
+                    self._builds_running -= 1
         if kind != "ok":
             status = failure_status(kind, Status.COMPILE_ERROR)
             return Measurement.failed(config, status,
@@ -417,7 +442,13 @@ class RayExecutor(Executor):
                                       worker="ray-build", started_at=start)
         if not art.ok:
             return failed_build(art, "ray-build").replace(started_at=start)
-        i = self._acquire()  # one measurement at a time per device: it is ours until released
+        with self._cond:
+            self._measures_queued += 1
+        try:
+            i = self._acquire()  # one measurement at a time per device: ours until released
+        finally:
+            with self._cond:
+                self._measures_queued -= 1
         s = self._slots[i]
         try:
             kind, m = self._wait(s.actor.measure.remote(art), opt.measure_timeout, actor=True)

@@ -1,8 +1,8 @@
 """The tuning database: every trial, recorded the moment it ends.
 
 :class:`Database` is built in three rooms: ``_engine`` (opening, transactions, errors),
-``_records`` (recording and querying trials, declared spaces, claims) and this module (export
-to and import from files)."""
+``_records`` (recording and querying trials, declared spaces, claims, the decorator's
+decisions) and this module (export to and import from files)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from tunex.db import _schema as S
 from tunex.db._records import (
     CLAIM_LEASE_S,
     Claims,
+    Decision,
     Records,
     Trial,
     _grouped,
@@ -33,7 +34,8 @@ from tunex.db._records import (
 from tunex.errors import DatabaseError
 from tunex.trial import Config, Measurement, Status, Workload, canonical_json
 
-__all__ = ["CLAIM_LEASE_S", "EXPORT_FORMATS", "Claims", "Database", "Trial", "claim_owner"]
+__all__ = ["CLAIM_LEASE_S", "EXPORT_FORMATS", "Claims", "Database", "Decision", "Trial",
+           "claim_owner"]
 
 #: Formats accepted by :meth:`Database.export`; only the JSON ones can be imported again.
 EXPORT_FORMATS = ("csv", "json", "jsonl", "parquet")
@@ -156,6 +158,9 @@ class Database(Records):
                 typed table of :func:`tunex.db.to_dataframe` (needs pyarrow). Default: from
                 the file's suffix, else csv. CSV and parquet write times as dates (UTC), the
                 JSON formats as seconds since the epoch.
+
+        Only trials travel: the decisions ``@tunex.autotune`` recorded (:meth:`decisions`) say
+        what processes of one machine picked and why, and stay in their database.
             workload: only this workload's trials.
             kernel: only this kernel's trials.
         """

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
     from tunex.db._database import Database
 
-__all__ = ["find_workloads", "problem_label", "target_label", "to_dataframe", "write_parquet"]
+__all__ = ["decisions_dataframe", "find_workloads", "problem_label", "target_label",
+           "to_dataframe", "write_parquet"]
 
 _TIMES = ("started_at", "ended_at", "recorded_at")
 
@@ -104,6 +105,41 @@ def to_dataframe(db: Database, workload: str | Workload | None = None, *,
         df[col] = df[col].astype("string")
     for col in _TIMES:
         df[col] = pd.to_datetime(df[col], unit="s", utc=True)
+    return df
+
+
+def decisions_dataframe(db: Database, workload: str | Workload | None = None, *,
+                        kernel: str | None = None) -> pd.DataFrame:
+    """What ``@tunex.autotune`` decided (:meth:`Database.decisions`: of ``workload``, or of the
+    whole database; of ``kernel`` when given) as a pandas DataFrame, one row per decision,
+    oldest first within each workload.
+
+    Columns: ``decided_at`` (a timezone-aware UTC datetime), ``source`` (``db``, ``pack``,
+    ``model``, ``default``, ``tuned``), ``config`` (JSON text), ``detail``, ``trial`` (the
+    trial a database or tuned config came from, ``Int64``), ``time_ms``, ``seconds``, ``mode``,
+    ``key`` (JSON text: the call's key before bucketing), ``host``, ``pid``, then ``workload``
+    (digest), ``kernel`` and ``problem``.
+    """
+    import pandas as pd
+
+    one = find_workloads(db, workload, kernel=kernel)[0] if workload is not None else None
+    columns = ["decided_at", "source", "config", "detail", "trial", "time_ms", "seconds",
+               "mode", "key", "host", "pid", "workload", "kernel", "problem"]
+    rows = [{"decided_at": d.decided_at, "source": d.source, "config": d.config.to_json(),
+             "detail": d.detail, "trial": d.trial, "time_ms": d.time_ms, "seconds": d.seconds,
+             "mode": d.mode, "key": None if d.key is None else canonical_json(d.key),
+             "host": d.host, "pid": d.pid, "workload": d.workload.digest,
+             "kernel": d.workload.kernel, "problem": problem_label(d.workload)}
+            for d in db.decisions(one, kernel=kernel)]
+    df = pd.DataFrame.from_records(rows, columns=columns)
+    for col in ("trial", "pid"):
+        df[col] = df[col].astype("Int64")
+    for col in ("time_ms", "seconds"):
+        df[col] = df[col].astype("float64")
+    for col in ("source", "config", "detail", "mode", "key", "host", "workload", "kernel",
+                "problem"):
+        df[col] = df[col].astype("string")
+    df["decided_at"] = pd.to_datetime(df["decided_at"], unit="s", utc=True)
     return df
 
 

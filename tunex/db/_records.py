@@ -21,7 +21,8 @@ from tunex.errors import DatabaseError, SpaceError
 from tunex.space import Space
 from tunex.trial import Config, Measurement, Status, Workload
 
-__all__ = ["CLAIM_LEASE_S", "Claims", "Records", "Trial", "claim_owner"]
+__all__ = ["CLAIM_LEASE_S", "DECISION_SOURCES", "Claims", "Decision", "Records", "Trial",
+           "claim_owner"]
 
 #: Seconds a claim counts without a heartbeat from its owner (a search heartbeats its claims
 #: several times per lease; a claim of a process that died on this host ends at once).
@@ -85,6 +86,50 @@ class Trial:
     measurement: Measurement
     strategy: str | None
     recorded_at: float
+
+
+#: Where a decision of ``@tunex.autotune`` can come from (:attr:`Decision.source`).
+DECISION_SOURCES = ("db", "pack", "model", "default", "tuned")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A config ``@tunex.autotune`` picked for a workload new to its process, as the database
+    keeps it (:meth:`Database.decisions`); the listeners of the decorator get the same as a
+    :class:`tunex.autotune.Selection`.
+
+    Attributes:
+        workload: what the config was picked for.
+        config: the config picked.
+        source: where it came from: ``"db"`` (the database's best trial), ``"pack"`` (a config
+            pack), ``"model"`` (the cost model's prediction), ``"default"`` (the kernel's
+            default config), or ``"tuned"`` (tuned on the miss, its trials recorded).
+        detail: why, in one line, e.g. ``"pack mylib-1.2 exact device"`` or ``"tuned 40
+            trials in 6.1 s (model, built in parallel; trial budget), 1.23x over default"``.
+        mode: the decorator's mode then (``"never"``, ``"on_miss"``).
+        key: the call's key values before bucketing.
+        trial: the number of the workload's first successful trial of this config when the
+            database held one as the decision was recorded: the trial a ``"db"`` or
+            ``"tuned"`` config came from.
+        time_ms: the config's median runtime when it was known (database, tuning, an
+            exact-device pack).
+        seconds: how long the decision took, tuning included.
+        host, pid: the process that decided.
+        decided_at: when (seconds since the epoch).
+    """
+
+    workload: Workload
+    config: Config
+    source: str
+    detail: str | None = None
+    mode: str | None = None
+    key: dict[str, Any] | None = None
+    trial: int | None = None
+    time_ms: float | None = None
+    seconds: float | None = None
+    host: str | None = None
+    pid: int | None = None
+    decided_at: float = 0.0
 
 
 class Records(Store):
@@ -250,6 +295,79 @@ class Records(Store):
             conn.execute(S.claims.delete().where(c.owner == owner))
 
         self._write("release claims in", tx)
+
+    # -- decisions of the decorator ------------------------------------------------------------
+
+    def record_decision(self, workload: Workload, config: Config, source: str, *,
+                        detail: str | None = None, mode: str | None = None,
+                        key: dict[str, Any] | None = None, time_ms: float | None = None,
+                        seconds: float | None = None) -> Decision:
+        """Keep what ``@tunex.autotune`` picked for ``workload`` (see :class:`Decision`), in
+        one committed transaction; return it as recorded. The decorator calls this once per
+        workload new to its process, off its dispatch path; the config need not be in the
+        workload's declared space (a pack or a default config may not be)."""
+        if source not in DECISION_SOURCES:
+            raise ValueError(f"unknown decision source {source!r}: use one of "
+                             f"{', '.join(DECISION_SOURCES)}")
+        now = time.time()
+        values = {
+            "config": config.to_json(),
+            "source": source,
+            "detail": detail,
+            "mode": mode,
+            "key": None if key is None else json.dumps(key, sort_keys=True,
+                                                       default=_json_default),
+            "time_ms": time_ms,
+            "seconds": seconds,
+            "host": _HOST,
+            "pid": os.getpid(),
+            "decided_at": now,
+        }
+
+        def tx(conn: Connection, new_ids: dict[str, int]) -> int | None:
+            wid = self._workload_id(conn, workload, new_ids)
+            t = S.trials.c
+            trial = conn.execute(
+                sa.select(sa.func.min(t.number)).where(
+                    t.workload_id == wid, t.config_key == config.key,
+                    t.status == Status.OK.value)).scalar()
+            conn.execute(S.decisions.insert().values(workload_id=wid, trial=trial, **values))
+            return None if trial is None else int(trial)
+
+        trial = self._write("record a decision in", tx)
+        return Decision(workload, config, source, detail, mode,
+                        None if key is None else dict(key), trial, time_ms, seconds, _HOST,
+                        os.getpid(), now)
+
+    def decisions(self, workload: Workload | None = None, *,
+                  kernel: str | None = None) -> list[Decision]:
+        """The decisions ``@tunex.autotune`` recorded (:meth:`record_decision`): of
+        ``workload``, or of every workload (only ``kernel``'s when given), oldest first within
+        each workload, workloads in the order they were first recorded."""
+        d, w = S.decisions.c, S.workloads.c
+
+        def query(conn: Connection) -> list[Any]:
+            q = sa.select(d.config, d.source, d.detail, d.mode, d.key, d.trial, d.time_ms,
+                          d.seconds, d.host, d.pid, d.decided_at, d.workload_id, w.kernel,
+                          w.kernel_hash, w.problem, w.target
+                          ).join_from(S.decisions, S.workloads, d.workload_id == w.id)
+            if workload is not None:
+                wid = self._find_workload(conn, workload)
+                if wid is None:
+                    return []
+                q = q.where(d.workload_id == wid)
+            if kernel is not None:
+                q = q.where(w.kernel == kernel)
+            return list(conn.execute(q.order_by(d.workload_id, d.decided_at, d.id)))
+
+        rows = self._read("read", query)
+        out = []
+        for wl, group in _grouped(rows):
+            for r in group:
+                out.append(Decision(wl, Config.from_json(r.config), r.source, r.detail, r.mode,
+                                    None if r.key is None else json.loads(r.key), r.trial,
+                                    r.time_ms, r.seconds, r.host, r.pid, r.decided_at))
+        return out
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ __all__ = [
     "migrate",
     "read_version",
     "claims",
+    "decisions",
     "trials",
     "workloads",
 ]
@@ -103,6 +104,27 @@ claims = Table(
     Column("heartbeat_at", Double, nullable=False),
 )
 
+# What ``@tunex.autotune`` picked for each new workload it met, where from and why: one row per
+# resolution (a process that meets a workload resolves it once), kept for ``tunex report``.
+decisions = Table(
+    "decisions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("workload_id", Integer, ForeignKey("workloads.id"), nullable=False),
+    Column("config", Text, nullable=False),
+    Column("source", String(32), nullable=False),
+    Column("detail", Text),
+    Column("mode", String(32)),
+    Column("key", Text),
+    Column("trial", Integer),
+    Column("time_ms", Double),
+    Column("seconds", Double),
+    Column("host", Text),
+    Column("pid", Integer),
+    Column("decided_at", Double, nullable=False),
+    Index("ix_decisions_workload", "workload_id", "decided_at"),
+)
+
 VERSION_KEY = "schema_version"
 
 
@@ -121,8 +143,20 @@ def _v2_to_v3(conn: Connection) -> None:
         "PRIMARY KEY (workload_id, config_key))"))
 
 
+def _v3_to_v4(conn: Connection) -> None:
+    # v3 did not keep the decorator's decisions.
+    key = "SERIAL PRIMARY KEY" if conn.dialect.name == "postgresql" else "INTEGER PRIMARY KEY"
+    conn.execute(text(
+        f"CREATE TABLE decisions (id {key}, workload_id INTEGER NOT NULL "
+        "REFERENCES workloads (id), config TEXT NOT NULL, source VARCHAR(32) NOT NULL, "
+        "detail TEXT, mode VARCHAR(32), key TEXT, trial INTEGER, time_ms DOUBLE PRECISION, "
+        "seconds DOUBLE PRECISION, host TEXT, pid INTEGER, "
+        "decided_at DOUBLE PRECISION NOT NULL)"))
+    conn.execute(text("CREATE INDEX ix_decisions_workload ON decisions (workload_id, decided_at)"))
+
+
 #: ``MIGRATIONS[i]`` brings a database from schema version ``i + 1`` to ``i + 2``.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3, _v3_to_v4)
 
 #: The schema version this tunex writes; databases of older versions are migrated on open.
 SCHEMA_VERSION: int = len(MIGRATIONS) + 1

@@ -5,8 +5,10 @@ script), fetches nothing (its Content-Security-Policy forbids it), and opens off
 workload it shows convergence (best time so far against trials and wall time, one line per
 strategy, the recorded optimum of a replayed space), every trial over the search, the runtime
 distribution, failures by kind, the parameters that matter (the cost model's importances and
-partial dependence), the top configs with the chosen one, and the cost model's quality on
-trials it had not seen yet (refitted on prefixes of the trials).
+partial dependence), the top configs with the chosen one, the cost model's quality on
+trials it had not seen yet (refitted on prefixes of the trials), and where each decision of
+``@tunex.autotune`` for it came from (database, pack, cost model prediction, default, tuning),
+as the decorator recorded them.
 
 ::
 
@@ -29,7 +31,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from tunex.db import Database, find_workloads, problem_label, target_label
+from tunex.db import Database, Decision, find_workloads, problem_label, target_label
 from tunex.errors import TunexError
 from tunex.report._analysis import WorkloadReport, analyse, config_text, fmt_value, optimum_of
 from tunex.trial import Workload
@@ -115,14 +117,17 @@ def _index(reports: Sequence[WorkloadReport]) -> str:
         w = r.workload
         best = _ms(r.top[0].value) if r.top else "-"
         strategies = ", ".join(sorted({s.strategy for s in r.series}))
+        decided = ", ".join(f"{_SOURCES.get(k, k)} {n}"
+                            for k, n in _by_source(r.decisions).items()) or "-"
         rows.append(f"<tr><td><a href='#w-{w.digest}'>{_e(w.kernel)}</a></td>"
                     f"<td>{_e(problem_label(w))}</td><td>{_e(target_label(w))}</td>"
                     f"<td class='n'>{len(r.trials)}</td><td class='n'>{len(r.ok)}</td>"
-                    f"<td class='n'>{best}</td><td>{_e(strategies)}</td>"
+                    f"<td class='n'>{best}</td><td>{_e(strategies)}</td><td>{_e(decided)}</td>"
                     f"<td><code>{w.digest}</code></td></tr>")
     return ("<nav><h2>Workloads</h2><table><thead><tr><th>kernel</th><th>problem</th>"
             "<th>target</th><th>trials</th><th>ok</th><th>best</th><th>strategies</th>"
-            "<th>workload</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></nav>")
+            "<th>decisions</th><th>workload</th></tr></thead><tbody>" + "".join(rows)
+            + "</tbody></table></nav>")
 
 
 def _section(r: WorkloadReport, figures: list[tuple[str, str, str, str | None, str | None]]
@@ -136,8 +141,9 @@ def _section(r: WorkloadReport, figures: list[tuple[str, str, str, str | None, s
              ("target", "<code>" + _e(json.dumps(dict(w.target), sort_keys=True)) + "</code>"),
              ("trials", f"{len(r.trials)}: {len(r.ok)} ok"
                         + "".join(f", {n} {_e(k.replace('_', ' '))}"
-                                  for k, n in r.failures.items())),
-             ("strategies", ", ".join(f"{_e(s)} ({n})" for s, n in by_strategy.items()))]
+                                  for k, n in r.failures.items()) if r.trials else "none"),
+             ("strategies", ", ".join(f"{_e(s)} ({n})" for s, n in by_strategy.items())
+              or "-")]
     if r.trials:
         facts.append(("recorded", f"{_when(min(t.measurement.started_at for t in r.trials))}"
                                   f" to {_when(max(t.measurement.ended_at for t in r.trials))}"))
@@ -150,6 +156,7 @@ def _section(r: WorkloadReport, figures: list[tuple[str, str, str, str | None, s
         facts.append(("best", line))
     out.append("<dl>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
     out.append(_decision(r))
+    out.append(_decisions_table(r))
     out.append("<div class='figures'>")
     for key, title, caption, svg, why in figures:
         wide = " wide" if key in ("over-search", "quality", "effects") else ""
@@ -186,11 +193,62 @@ def _decision(r: WorkloadReport) -> str:
                      "and only a workload without a successful trial there falls back to "
                      "config packs, then the cost model's pick, then the default config.")
     else:
-        lines.append("No successful trial: <code>@tunex.autotune</code> falls back to config "
-                     "packs, then the cost model's pick, then the kernel's default config. "
-                     "Those run-time decisions are not recorded in the database (the "
-                     "<code>tunex.autotune</code> logger and listeners report them).")
+        lines.append(f"No {'successful ' if r.trials else ''}trial: <code>@tunex.autotune"
+                     "</code> falls back to config "
+                     "packs, then the cost model's pick, then the kernel's default config.")
+    if r.decisions:
+        lines.append("Its decisions for this workload are listed below.")
+    elif r.by_decorator:
+        lines.append("No decision of <code>@tunex.autotune</code> is recorded for it: runs in "
+                     "pinned mode or on a read-only database record none, nor did tunex "
+                     "before database schema 4.")
     return "<p class='decision'>" + " ".join(lines) + "</p>"
+
+
+#: How the page names the source of a decision.
+_SOURCES = {"db": "database", "pack": "pack", "model": "prediction", "default": "default",
+            "tuned": "tuned"}
+_LATEST = 12
+
+
+def _by_source(decisions: Sequence[Decision]) -> dict[str, int]:
+    counts = Counter(d.source for d in decisions)
+    order = list(_SOURCES) + sorted(set(counts) - set(_SOURCES))
+    return {k: counts[k] for k in order if counts[k]}
+
+
+def _decisions_table(r: WorkloadReport) -> str:
+    """Where each decision of the decorator for this workload came from: counts by source,
+    and the latest decisions, newest first."""
+    if not r.decisions:
+        return ""
+    ds = r.decisions
+    processes = len({(d.host, d.pid) for d in ds})
+    counts = ", ".join(f"<span class='source-{_e(k)}'>{_e(_SOURCES.get(k, k))}: {n}</span>"
+                       for k, n in _by_source(ds).items())
+    rows = []
+    for d in sorted(ds, key=lambda d: d.decided_at, reverse=True)[:_LATEST]:
+        trial = "-" if d.trial is None else str(d.trial)
+        rows.append(f"<tr class='source-{_e(d.source)}'><td>{_when(d.decided_at)}</td>"
+                    f"<td>{_e(_SOURCES.get(d.source, d.source))}</td>"
+                    f"<td>{_e(config_text(d.config))}</td>"
+                    f"<td class='n'>{'-' if d.time_ms is None else f'{d.time_ms:.5g}'}</td>"
+                    f"<td class='n'>{trial}</td><td>{_e(d.detail or '-')}</td>"
+                    f"<td>{_e(d.mode or '-')}</td>"
+                    f"<td>{_e(f'{d.host}:{d.pid}' if d.host else '-')}</td></tr>")
+    shown = f"the latest {_LATEST}" if len(ds) > _LATEST else "each"
+    first, last = _when(ds[0].decided_at), _when(ds[-1].decided_at)
+    span = f"at {first}" if first == last else f"from {first} to {last}"
+    return (f"<h3>Decisions of <code>@tunex.autotune</code></h3><p class='decisions'>"
+            f"{len(ds)} recorded by {processes} process{'es' if processes != 1 else ''}, "
+            f"{span}: {counts}. "
+            f"Where {shown} came from, newest first:</p><table class='decisions'><thead><tr>"
+            "<th>when</th><th>source</th><th>config</th><th>median (ms)</th><th>trial</th>"
+            "<th>why</th><th>mode</th><th>process</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table><p class='note'>A process decides once per "
+            "workload it meets, the first time it meets it: from the database's best trial "
+            "(trial: the first trial of that config), a config pack, the cost model's "
+            "prediction, the kernel's default config, or by tuning on the miss.</p>")
 
 
 def _top_table(r: WorkloadReport) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tunex.cost_model import FeatureExtractor, GBMRanker
-from tunex.db import Database, Trial
+from tunex.db import Database, Decision, Trial
 from tunex.space import Choice, Space
 from tunex.trial import Config, Measurement, Workload
 
@@ -56,6 +56,7 @@ class WorkloadReport:
     effects: dict[str, list[tuple[Any, float, float]]]  # param -> (value, predicted, measured)
     quality: list[Quality]
     notes: dict[str, str]  # why a section is empty
+    decisions: list[Decision] = field(default_factory=list)  # the decorator's, oldest first
 
     @property
     def ok(self) -> list[Trial]:
@@ -100,7 +101,8 @@ def analyse(db: Database, workload: Workload, optimum_ms: float | None = None,
             notes["quality"] = ("too few trials to fit on a prefix and score on the rest "
                                 "(5 ok trials must stay unseen)")
     return WorkloadReport(workload, trials, db.top_k(workload, 10), first, optimum_ms,
-                          _series(trials), importances, effects, quality, notes)
+                          _series(trials), importances, effects, quality, notes,
+                          db.decisions(workload))
 
 
 def run_labels(trials: Sequence[Trial]) -> list[str]:
