@@ -249,3 +249,37 @@ def test_the_decorators_build_pool_does_not_run_the_users_script_again(tmp_path,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
     assert len(marks.read_text().split()) == (2 if import_main else 1)
+
+
+class EnvBuilder:
+    """Builds nothing: reports the worker's environment and what it had imported."""
+
+    def build(self, workload: Workload, config: Config) -> Artifact:
+        import sys
+
+        return Artifact(workload, config, Status.OK,
+                        payload=(os.environ.get("TUNEX_TEST_WORKER_ENV"),
+                                 "tunex.cluster._local" in sys.modules))
+
+
+def test_workers_come_from_a_fork_server_and_see_the_environment_of_their_start(monkeypatch):
+    import multiprocessing as mp
+
+    from tunex.cluster import BuildPool, worker_context
+
+    if "forkserver" not in mp.get_all_start_methods():
+        pytest.skip("no fork server on this platform")
+    assert worker_context().get_start_method() == "forkserver"
+    first = BuildPool(1, timeout=60)  # the server starts (if no earlier test started it)
+    try:
+        assert first.submit("e", EnvBuilder(), W, Config(a=0)).result(60).payload[0] is None
+    finally:
+        first.close()
+    # a fork of a server started earlier would carry the server's environment, not this one
+    monkeypatch.setenv("TUNEX_TEST_WORKER_ENV", "set after the server started")
+    pool = BuildPool(1, timeout=60)
+    try:
+        env, preloaded = pool.submit("e", EnvBuilder(), W, Config(a=0)).result(60).payload
+        assert env == "set after the server started" and preloaded
+    finally:
+        pool.close()

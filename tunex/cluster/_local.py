@@ -314,7 +314,8 @@ def shared_build_pool() -> BuildPool:
             # builders carry what they need (a kernel travels by its source): the workers need
             # not, and must not, run the user's script again as spawned processes do
             _SHARED = BuildPool(n, name="autotune-build", import_main=False,
-                                imports=("torch", "triton", "tunex.targets.gpu"))
+                                imports=("torch", "triton", "tunex.targets.gpu",
+                                         "tunex.targets.gpu._prewarm"))
             atexit.register(_SHARED.close)
         return _SHARED
 

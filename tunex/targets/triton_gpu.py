@@ -117,7 +117,7 @@ class TritonGPUTarget(Target):
     name = "triton_gpu"
     noisy = True
     worker_imports = ("torch", "triton", "triton.compiler", "tunex.targets.triton_gpu",
-                      "tunex.kernel")
+                      "tunex.kernel", "tunex.targets.gpu._prewarm")
 
     def __init__(self, arch: str | int | None = None, *, repeats: int = 20,
                  warmup_ms: float = 10.0, flush_mb: int = 256, graphs: bool = False,
