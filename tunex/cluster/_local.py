@@ -300,6 +300,10 @@ class BuildPool:
 
 _SHARED: BuildPool | None = None
 _SHARED_LOCK = threading.Lock()
+#: What the decorator's build workers need: Triton and tunex's compile step, warmed up. Not
+#: torch: a call's builds carry their signature, so only a kernel whose module imports torch
+#: makes a worker import it.
+SHARED_POOL_IMPORTS = ("triton", "tunex.targets.gpu", "tunex.targets.gpu._prewarm")
 
 
 def shared_build_pool() -> BuildPool:
@@ -314,8 +318,7 @@ def shared_build_pool() -> BuildPool:
             # builders carry what they need (a kernel travels by its source): the workers need
             # not, and must not, run the user's script again as spawned processes do
             _SHARED = BuildPool(n, name="autotune-build", import_main=False,
-                                imports=("torch", "triton", "tunex.targets.gpu",
-                                         "tunex.targets.gpu._prewarm"))
+                                imports=SHARED_POOL_IMPORTS)
             atexit.register(_SHARED.close)
         return _SHARED
 
