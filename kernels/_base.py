@@ -47,7 +47,7 @@ from tunex.space import Space
 from tunex.trial import Workload
 
 if TYPE_CHECKING:
-    from tunex.autotune import Autotuned
+    from tunex.decorator import Autotuned
 
 __all__ = ["BUCKETS", "TritonKernel", "install_allocator", "next_pow2", "torch_dtype"]
 
@@ -140,7 +140,7 @@ class TritonKernel(Kernel):
         arguments; the workload's problem: :meth:`call_problem`; name: :attr:`name`.
         ``options`` are the decorator's other options (``mode``, ``db``, ``listener``, ...).
         """
-        from tunex.autotune import autotune
+        from tunex.decorator import autotune
 
         fn = self.fn
         if self.heuristics:
@@ -153,7 +153,7 @@ class TritonKernel(Kernel):
 
     @cached_property
     def tuned(self) -> Autotuned:
-        """The :class:`~tunex.autotune.Autotuned` that :meth:`launch` runs, with the decorator's
+        """The :class:`~tunex.decorator.Autotuned` that :meth:`launch` runs, with the decorator's
         defaults (mode ``never`` unless ``TUNEX_MODE`` says otherwise, the database of
         ``TUNEX_DB``, packs from :func:`tunex.autotune.load_packs` or ``TUNEX_PACKS``)."""
         return self.autotune()

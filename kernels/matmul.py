@@ -72,7 +72,7 @@ def _launchers() -> dict[str, TritonKernel]:
 
 
 def _choose(inputs: Mapping[str, Any], problem: dict[str, Any]) -> TritonKernel:
-    from tunex.autotune import _runtime
+    from tunex.decorator import _runtime
 
     _runtime.register(_CHOICE)  # forgotten with the decorators' caches (a weak set: idempotent)
     kernels = _launchers()
@@ -93,7 +93,7 @@ def matmul(a: Any, b: Any) -> Any:
 
     The kernel: ``matmul`` or ``matmul_tma``, whichever was measured faster for the workload
     (:func:`implementation`). Its config: the database's best, else a loaded pack's, else
-    the space's default (see :func:`tunex.autotune.autotune`; ``TUNEX_MODE=on_miss`` tunes a
+    the space's default (see :func:`tunex.autotune`; ``TUNEX_MODE=on_miss`` tunes a
     new workload). A new shape in a known bucket (``M`` by powers of two) costs a dict lookup.
 
     The workload is the one ``tunex search matmul --target triton_gpu --shape M=..,N=..,K=..``

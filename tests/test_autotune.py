@@ -22,8 +22,8 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
 import tunex  # noqa: E402
-from tunex.autotune import Selection, add_listener, clear_packs, load_packs, remove_listener  # noqa: E402
 from tunex.db import Database, export_pack  # noqa: E402
+from tunex.decorator import Selection, add_listener, clear_packs, load_packs, remove_listener  # noqa: E402
 from tunex.errors import ConfigError, PackError  # noqa: E402
 from tunex.space import Choice, Pow2, Space  # noqa: E402
 from tunex.trial import Config, Measurement, Status  # noqa: E402
@@ -130,9 +130,13 @@ def call_add(kernel: Any, n: int) -> None:
 
 
 def test_import_paths() -> None:
-    from tunex.autotune import autotune
+    import inspect
 
-    assert callable(tunex.autotune) and callable(autotune)
+    import tunex.decorator._tune
+    from tunex.decorator import autotune
+
+    # a plain function, the same one however it was reached
+    assert inspect.isfunction(tunex.autotune) and tunex.autotune is autotune
     assert tunex.autotune.add_listener is add_listener  # type: ignore[attr-defined]
     assert tunex.bucket.pow2(1000) == 1024  # type: ignore[attr-defined]
     assert tunex.autotune.bucket.multiple(64)(100) == 128  # type: ignore[attr-defined]
@@ -201,7 +205,7 @@ def test_dtype_is_part_of_the_key(db_path: Path) -> None:
 def test_hot_path_does_no_io_and_no_resolution(db_path: Path, monkeypatch) -> None:
     k, _ = make_add(db_path, mode="on_miss")
     call_add(k, 512)
-    from tunex.autotune import _runtime
+    from tunex.decorator import _runtime
 
     def boom(*a: Any, **kw: Any) -> None:
         raise AssertionError("the hot path must not touch the database")
@@ -293,7 +297,7 @@ def test_each_new_workload_records_its_decision(db_path: Path) -> None:
 
 def test_a_database_that_cannot_record_decisions_only_warns(db_path: Path, monkeypatch,
                                                            caplog) -> None:
-    from tunex.autotune import _runtime
+    from tunex.decorator import _runtime
     from tunex.errors import DatabaseError
 
     tuner, _ = make_add(db_path, mode="on_miss")
@@ -780,7 +784,7 @@ def test_a_new_shape_measures_the_best_configs_of_known_shapes_first(db_path: Pa
 
 
 def test_options_are_one_frozen_value_and_unknown_ones_are_a_clear_error() -> None:
-    from tunex.autotune import AutotuneOptions
+    from tunex.decorator import AutotuneOptions
 
     with pytest.raises(ConfigError, match="no option budgett"):
         tunex.autotune(CONFIGS, key=["n"], budgett="5trials")
@@ -823,8 +827,8 @@ def test_failure_status_is_decided_by_exception_class() -> None:
 def test_a_users_kernel_compiles_ahead_of_time_in_a_build_process() -> None:
     # what the decorator's tuning on a miss does on a GPU, minus the GPU: a kernel defined
     # here (not importable by a worker) travels by source and compiles for sm_90 there
-    from tunex.autotune._target import CallBuilder
     from tunex.cluster import BuildPool
+    from tunex.decorator._target import CallBuilder
     from tunex.targets.gpu import KernelSource, specialize
 
     SCALE = tl.constexpr(3)  # a closure value the kernel reads

@@ -55,7 +55,7 @@ def test_the_built_in_timer_gives_times(db_path: Path) -> None:  # noqa: F811
 
 def test_a_pack_config_outside_the_space_is_never_launched(db_path: Path, tmp_path: Path,  # noqa: F811
                                                            caplog) -> None:
-    from tunex.autotune import load_packs
+    from tunex.decorator import load_packs
 
     tuner, _ = make_add(db_path, mode="on_miss")
     call_add(tuner, 1000)

@@ -39,8 +39,8 @@ def test_search_export_best_and_resume(tmp_path, capsys):
 
 
 def test_every_entry_point_defaults_to_one_database(tmp_path, monkeypatch, capsys):
-    from tunex.autotune._runtime import default_db_path
     from tunex.db import Database, default_path
+    from tunex.decorator._runtime import default_db_path
 
     data = recorded("pnpoly/RTX_2080_Ti.json.gz")
     monkeypatch.setenv("TUNEX_DB", str(tmp_path / "shared.db"))

@@ -42,11 +42,11 @@ def __getattr__(name: str) -> Any:
 
         return Database
     if name == "autotune":
-        from tunex.autotune import autotune
+        from tunex.decorator import autotune
 
         return autotune
     if name == "bucket":
-        from tunex.autotune import bucket
+        from tunex.decorator import bucket
 
         return bucket
     raise AttributeError(f"module 'tunex' has no attribute {name!r}")

@@ -109,8 +109,8 @@ def test_launcher_runs_the_config_the_target_recorded(
         gpu: TritonGPUTarget, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     # what `tunex search matmul --target triton_gpu` records is what kernels.matmul.matmul uses
     from kernels.matmul import matmul
-    from tunex.autotune import add_listener, remove_listener
     from tunex.db import Database
+    from tunex.decorator import add_listener, remove_listener
 
     space, wl = gpu.prepare("matmul", {"M": 200, "N": 256, "K": 128})
     default, best = space.default(), None
@@ -141,8 +141,8 @@ def test_matmul_runs_the_kernel_measured_faster(
         gpu: TritonGPUTarget, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     # both library matmul kernels measured for one shape: kernels.matmul.matmul runs the faster
     import kernels.matmul
-    from tunex.autotune import add_listener, remove_listener
     from tunex.db import Database
+    from tunex.decorator import add_listener, remove_listener
 
     shape = {"M": 1024, "N": 1024, "K": 512}
     times = {}

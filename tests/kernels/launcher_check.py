@@ -45,8 +45,8 @@ def main() -> int:
     from kernels.matmul import matmul
     from kernels.matmul_tma import matmul_tma
     from kernels.softmax import softmax
-    from tunex.autotune import Selection, add_listener, fingerprint, load_packs
     from tunex.db import Database, export_pack
+    from tunex.decorator import Selection, add_listener, fingerprint, load_packs
     from tunex.targets.triton_gpu import TritonGPUTarget
     from tunex.trial import Config, Measurement, Status
 

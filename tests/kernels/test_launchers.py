@@ -19,7 +19,7 @@ triton = pytest.importorskip("triton", reason="kernels need triton (scripts/inst
 
 from kernels import get_kernel  # noqa: E402
 from tunex import identity as common  # noqa: E402
-from tunex.autotune import fingerprint  # noqa: E402
+from tunex.decorator import fingerprint  # noqa: E402
 from tunex.targets.triton_gpu import TritonGPUTarget  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,7 +32,7 @@ __all__ = [
 
 log = logging.getLogger("tunex.autotune")
 
-#: The runtime modes (see :func:`tunex.autotune.autotune`).
+#: The runtime modes (see :func:`tunex.autotune`).
 MODES = ("never", "on_miss", "pinned")
 #: The sources a selection can come from.
 SOURCES = ("cache", "db", "pack", "model", "default", "tuned")

@@ -14,13 +14,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tunex.autotune import _runtime as R
-from tunex.autotune import bucket as B
-from tunex.autotune._configs import ConfigsMixin, Entry, _tconfig_dict, space_from_configs
-from tunex.autotune._options import AutotuneOptions
-from tunex.autotune._resolve import ResolutionMixin
-from tunex.autotune._target import LAUNCH_OPTIONS
-from tunex.autotune._tune import TuningMixin
+from tunex.decorator import _runtime as R
+from tunex.decorator import bucket as B
+from tunex.decorator._configs import ConfigsMixin, Entry, _tconfig_dict, space_from_configs
+from tunex.decorator._options import AutotuneOptions
+from tunex.decorator._resolve import ResolutionMixin
+from tunex.decorator._target import LAUNCH_OPTIONS
+from tunex.decorator._tune import TuningMixin
 from tunex.errors import ConfigError
 from tunex.identity import base_function as _base_function
 from tunex.identity import source_hash
@@ -40,7 +40,7 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
     """A ``@triton.jit`` kernel behind a dispatch cache; made by :func:`tunex.autotune`.
 
     Launch it like the kernel: ``kernel[grid](*args)``. The first call of a new key resolves a
-    config (see :func:`tunex.autotune.autotune` for the order) and caches it; later calls of
+    config (see :func:`tunex.autotune` for the order) and caches it; later calls of
     that key cost a tuple build, a dict lookup and the kernel's own launch.
 
     Attributes:
@@ -48,7 +48,7 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
         name, kernel_hash: the kernel's identity in workloads.
         space: the space of configs (from ``space=`` or from the ``configs=`` list).
         tunings: how many workloads this kernel tuned in this process.
-        last: the last :class:`~tunex.autotune.Selection` made.
+        last: the last :class:`~tunex.decorator.Selection` made.
     """
 
     def __init__(self, fn: Any, options: AutotuneOptions | None = None) -> None:

@@ -1,7 +1,7 @@
 """Tuning on a miss: the tuner's loop on the call's own arguments, within the budget.
 
 The loop is :class:`tunex.tuner.Tuner`'s, the same the ``tunex search`` command runs, with a
-:class:`~tunex.autotune._target.CallTarget` (configs compiled ahead of time in the shared build
+:class:`~tunex.decorator._target.CallTarget` (configs compiled ahead of time in the shared build
 pool, measured on the call's tensors in the calling thread while the pool builds the next ones).
 What the decorator adds is where to start: the default config, the resolution's approximate
 candidates (a pack's nearest entry, the cost model's pick) and the best configs of the kernel's
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tunex.autotune import _runtime as R
-from tunex.autotune._target import CallTarget, best_of_siblings
+from tunex.decorator import _runtime as R
+from tunex.decorator._target import CallTarget, best_of_siblings
 from tunex.errors import ConfigError
 from tunex.search import SearchStrategy, get_strategy
 from tunex.space import Space
@@ -56,7 +56,7 @@ class _Listed(SearchStrategy):
 
 
 class TuningMixin:
-    """The tuning half of :class:`~tunex.autotune.Autotuned` (its attributes, declared here)."""
+    """The tuning half of :class:`~tunex.decorator.Autotuned` (its attributes, declared here)."""
 
     name: str
     budget: Any

@@ -78,14 +78,13 @@ not created.
 from __future__ import annotations
 
 import sys
-import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tunex.autotune import bucket
-from tunex.autotune._kernel import Autotuned
-from tunex.autotune._options import AutotuneOptions
-from tunex.autotune._runtime import (
+from tunex.decorator import bucket
+from tunex.decorator._kernel import Autotuned
+from tunex.decorator._options import AutotuneOptions
+from tunex.decorator._runtime import (
     MODES,
     Selection,
     add_listener,
@@ -132,15 +131,8 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] | Mapping[
     return decorate
 
 
-# ``tunex.autotune`` is this module once imported (the import system binds submodules on their
-# package), and ``tunex.autotune(...)`` must still decorate: the module is callable, and the
-# function carries the module's API for code that got it from ``tunex.__getattr__`` first.
-class _CallableModule(types.ModuleType):
-    def __call__(self, *args: Any, **kwargs: Any) -> Callable[[Any], Autotuned]:
-        return autotune(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+# ``tunex.autotune`` is this function (``tunex.__getattr__``); it carries the decorator's API as
+# attributes, so ``tunex.autotune.add_listener(...)`` reads as well as ``tunex.decorator``'s.
 for _name in ("add_listener", "remove_listener", "load_packs", "clear_packs", "loaded_packs",
               "bucket", "Selection", "Autotuned", "AutotuneOptions", "MODES", "fingerprint"):
     setattr(autotune, _name, globals()[_name])

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tunex.autotune._target import LAUNCH_OPTIONS
+from tunex.decorator._target import LAUNCH_OPTIONS
 from tunex.space import Choice, Constraint, Space
 from tunex.trial import Config
 
@@ -63,7 +63,7 @@ def space_from_configs(configs: Sequence[Any], name: str) -> tuple[Space, dict[C
     return Space([Choice("config", list(range(len(indexed))))], name=name), indexed
 
 class ConfigsMixin:
-    """How :class:`~tunex.autotune.Autotuned` launches a config (its attributes, declared here)."""
+    """How :class:`~tunex.decorator.Autotuned` launches a config (its attributes, declared here)."""
 
     arg_names: list[str]
     _tconfigs: dict[Config, Any]

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tunex.autotune import _runtime as R
-from tunex.autotune._configs import Entry
-from tunex.autotune._tune import best_in
+from tunex.decorator import _runtime as R
+from tunex.decorator._configs import Entry
+from tunex.decorator._tune import best_in
 from tunex.errors import ConfigError, DatabaseError, TunexError
 from tunex.space import Space
 from tunex.trial import Config, Workload
@@ -29,7 +29,7 @@ def _plain(value: Any) -> Any:
     return text[6:] if text.startswith("torch.") else text
 
 class ResolutionMixin:
-    """How :class:`~tunex.autotune.Autotuned` picks a config for a new workload (its
+    """How :class:`~tunex.decorator.Autotuned` picks a config for a new workload (its
     attributes, declared here)."""
 
     name: str
@@ -247,7 +247,7 @@ class ResolutionMixin:
         path = self.model_file(db)
         if path is None or not path.exists():
             return None
-        from tunex.autotune._model import predict_best
+        from tunex.decorator._model import predict_best
 
         try:
             return predict_best(path, space, workload, self.seed)
@@ -258,7 +258,7 @@ class ResolutionMixin:
     def train_model(self, db: Any = None, path: str | os.PathLike[str] | None = None) -> Path:
         """Fit a cost model on every trial of this kernel in the database and save it where
         the runtime looks for it (:meth:`model_file`, or ``path``); return the file."""
-        from tunex.autotune._model import train
+        from tunex.decorator._model import train
 
         database = R.open_db(db if db is not None else self.db_spec, create=False)
         if database is None:

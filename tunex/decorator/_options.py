@@ -31,7 +31,7 @@ class AutotuneOptions:
     Attributes:
         configs: a list of ``triton.Config`` (drop-in for ``triton.autotune``).
         key: argument names whose values select the config; a mapping gives each its bucket
-            (a callable or a name from :mod:`tunex.autotune.bucket`: ``"pow2"``...).
+            (a callable or a name from :mod:`tunex.bucket`: ``"pow2"``...).
         space: instead of ``configs``, a :class:`~tunex.space.Space` whose parameters are the
             kernel's constexpr meta-parameters and optionally ``num_warps``/``num_stages``;
             its problem names (for constraints) are read from the bucketed key.
@@ -60,7 +60,7 @@ class AutotuneOptions:
         use_cuda_graph: as ``triton.autotune``'s: time each config replayed from a CUDA graph.
         cache_results: accepted for ``triton.autotune`` code: tunex always keeps what it
             measured, in its database (``db``), which later processes read.
-        listener: called with each :class:`~tunex.autotune.Selection` of this kernel.
+        listener: called with each :class:`~tunex.decorator.Selection` of this kernel.
         dtypes: key on the dtypes of the tensor arguments too (like ``triton.autotune``).
         model: a cost-model file to use (default: ``tunex-models/<name>.json`` beside the db).
         seed: seed of the search strategy and model sampling.

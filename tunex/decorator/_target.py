@@ -24,7 +24,7 @@ from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 if TYPE_CHECKING:
-    from tunex.autotune._kernel import Autotuned
+    from tunex.decorator._kernel import Autotuned
     from tunex.targets.gpu import KernelSource
 
 __all__ = ["CallBuilder", "CallTarget"]
