@@ -446,6 +446,17 @@ def schema_of(path: Path) -> tuple[dict[str, set[str]], set[str]]:
         engine.dispose()
 
 
+def assert_migrated(path: Path, tmp_path: Path, index: str) -> None:
+    """``path`` is at the current schema version, with the schema of a fresh database."""
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM tunex_meta").fetchall() == [(str(SCHEMA_VERSION),)]
+    conn.close()
+    fresh = tmp_path / "fresh.db"
+    Database(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+    assert index in schema_of(path)[1]
+
+
 def test_a_v1_database_is_migrated_with_its_data(tmp_path: Path) -> None:
     assert SCHEMA_VERSION == 4
     ms = sample_measurements()[:4]
@@ -457,13 +468,7 @@ def test_a_v1_database_is_migrated_with_its_data(tmp_path: Path) -> None:
         assert db.best(MM) == ms[3]
         assert db.record(MM, ok(Config(block=1), 0.5), strategy="tpe") == 5
         assert db.trials(MM)[-1].strategy == "tpe"
-    conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM tunex_meta").fetchall() == [("4",)]
-    conn.close()
-    fresh = tmp_path / "fresh.db"
-    Database(fresh).close()
-    assert schema_of(path) == schema_of(fresh)
-    assert "ix_trials_workload_value" in schema_of(path)[1]
+    assert_migrated(path, tmp_path, "ix_trials_workload_value")
 
 
 def make_v3(path: Path, ms: list[Measurement]) -> None:
@@ -493,13 +498,7 @@ def test_a_v3_database_is_migrated_and_records_decisions(tmp_path: Path) -> None
                                mode="never", key={"M": 1000}, time_ms=0.75, seconds=0.01)
         assert d.trial == 4  # the trial the config came from
         assert db.decisions(MM) == [d]
-    conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM tunex_meta").fetchall() == [("4",)]
-    conn.close()
-    fresh = tmp_path / "fresh.db"
-    Database(fresh).close()
-    assert schema_of(path) == schema_of(fresh)
-    assert "ix_decisions_workload" in schema_of(path)[1]
+    assert_migrated(path, tmp_path, "ix_decisions_workload")
 
 
 # -- decisions of the decorator ------------------------------------------------------------------

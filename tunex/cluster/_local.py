@@ -367,14 +367,8 @@ class LocalExecutor(Executor):
     def _built(self, build: Future[Artifact], fut: Future[Measurement], start: float) -> None:
         if build.cancelled() or fut.done():
             return
-        exc = build.exception()
-        if exc is not None:
-            fut.set_exception(exc)
-            return
-        art = build.result()
-        if not art.ok:
-            fut.set_result(failed_build(art, "build").replace(started_at=start))
-        else:
+        art = _built_artifact(build, fut, start)
+        if art is not None:
             with self._count_lock:
                 self._waiting += 1
             fut.add_done_callback(self._dropped)
@@ -427,6 +421,21 @@ class LocalExecutor(Executor):
             self._measures.put(None)
         for w in self._devices:
             w.kill()
+
+
+def _built_artifact(build: Future[Artifact], fut: Future[Measurement], start: float
+                    ) -> Artifact | None:
+    """The artifact of a finished build, to measure; ``None`` when ``fut`` is settled already:
+    with the build's exception (a target that cannot work), or as a failed build."""
+    exc = build.exception()
+    if exc is not None:
+        fut.set_exception(exc)
+        return None
+    art = build.result()
+    if not art.ok:
+        fut.set_result(failed_build(art, "build").replace(started_at=start))
+        return None
+    return art
 
 
 _KEYS = itertools.count()
@@ -503,13 +512,8 @@ class CallerExecutor(Executor):
         build, start = self._builds.pop(fut)
         if not fut.set_running_or_notify_cancel():
             return
-        exc = build.exception()
-        if exc is not None:
-            fut.set_exception(exc)
-            return
-        art = build.result()
-        if not art.ok:
-            fut.set_result(failed_build(art, "build").replace(started_at=start))
+        art = _built_artifact(build, fut, start)
+        if art is None:
             return
         self._phase = "measure"
         try:
