@@ -283,3 +283,24 @@ def test_workers_come_from_a_fork_server_and_see_the_environment_of_their_start(
         assert env == "set after the server started" and preloaded
     finally:
         pool.close()
+
+
+def test_a_pool_hands_back_a_config_it_built_without_building_it_again():
+    from tunex.cluster import BuildPool
+
+    t = CallerTarget()
+    pool = BuildPool(1, timeout=60, keep=2)
+    try:
+        first = pool.submit("k", t, W, Config(a=0, b=0)).result(60)
+        again = pool.submit("k", t, W, Config(a=0, b=0))
+        assert again.done()  # no worker involved: re-measuring a leader costs no build
+        assert again.result().payload == first.payload and again.result().compile_ms == 0.0
+        # another builder key, a failed build, or one pushed out of the last `keep`: built
+        assert not pool.submit("other", t, W, Config(a=0, b=0)).done()
+        pool.submit("k", t, W, Config(a=3, b=0)).result(60)
+        assert not pool.submit("k", t, W, Config(a=3, b=0)).done()
+        for a in (1, 2):
+            pool.submit("k", t, W, Config(a=a, b=0)).result(60)
+        assert not pool.submit("k", t, W, Config(a=0, b=0)).done()
+    finally:
+        pool.close()
