@@ -304,3 +304,37 @@ def test_a_pool_hands_back_a_config_it_built_without_building_it_again():
         assert not pool.submit("k", t, W, Config(a=0, b=0)).done()
     finally:
         pool.close()
+
+
+CRASHING_SERVER = """
+import logging, os, sys
+sys.path.insert(0, {root!r})
+logging.basicConfig(level=logging.WARNING)
+from tests.cluster.test_local import CallerTarget
+from tunex.cluster import BuildPool
+from tunex.trial import Config, Workload
+if __name__ == "__main__":
+    # a toolchain whose import kills the process that imports it: the fork server
+    pool = BuildPool(2, timeout=60, imports=("crash_on_import",))
+    arts = [pool.submit("k", CallerTarget(), Workload("w"), Config(a=a, b=0)) for a in (0, 1)]
+    print(all(a.result(60).ok and a.result(60).payload != os.getpid() for a in arts))
+    pool.close()
+"""
+
+
+def test_workers_are_spawned_when_the_fork_server_dies(tmp_path):
+    import multiprocessing as mp
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if "forkserver" not in mp.get_all_start_methods():
+        pytest.skip("no fork server on this platform")
+    (tmp_path / "crash_on_import.py").write_text("import os\nos._exit(3)\n")
+    script = tmp_path / "main.py"
+    script.write_text(CRASHING_SERVER.format(root=str(Path(__file__).resolve().parents[2])))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
+    assert done.stderr.count("fork server failed") == 1, done.stderr

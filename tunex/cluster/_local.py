@@ -7,6 +7,7 @@ import collections
 import concurrent.futures as cf
 import contextlib
 import itertools
+import logging
 import multiprocessing as mp
 import os
 import queue
@@ -24,6 +25,8 @@ from tunex.cluster._base import Activity, Executor, failed_build, failure_status
 from tunex.errors import TargetError
 from tunex.targets._base import DEVICE_LOST, Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
+
+log = logging.getLogger(__name__)
 
 __all__ = ["BuildPool", "CallerExecutor", "InlineExecutor", "LocalExecutor", "LocalOptions",
            "prestart", "shared_build_pool", "worker_context"]
@@ -44,7 +47,7 @@ def worker_context(start_method: str | None = None, imports: Collection[str] = (
     count only when the server starts (the first executor of the process, or :func:`prestart`);
     later ones import what they need when they need it.
     """
-    method = start_method or _default_method()
+    method = start_method or ("spawn" if _SERVER_FAILED else _default_method())
     ctx = mp.get_context(method)
     if method == "forkserver":
         with _SERVER_LOCK:
@@ -55,6 +58,7 @@ def worker_context(start_method: str | None = None, imports: Collection[str] = (
 
 _SERVER_LOCK = threading.Lock()
 _SERVER_STARTED = False
+_SERVER_FAILED = False  # it could not start a worker: spawn them from then on
 
 
 def _start_server(ctx: Any, imports: Collection[str]) -> None:
@@ -187,6 +191,19 @@ class _Worker:
             sys.modules["__main__"] = types.ModuleType("__main__")
         try:
             self.proc.start()
+        except (OSError, EOFError) as exc:
+            if self.ctx.get_start_method() != "forkserver":
+                raise
+            # the fork server died (a toolchain import that crashes it): spawn from here on
+            global _SERVER_FAILED
+            if not _SERVER_FAILED:
+                log.warning("the workers' fork server failed (%s: %s); starting worker "
+                            "processes by spawning them", type(exc).__name__, exc)
+            _SERVER_FAILED = True
+            child.close()
+            self.ctx = mp.get_context("spawn")
+            self._start()
+            return
         finally:
             sys.modules["__main__"] = main
         child.close()
