@@ -66,7 +66,13 @@ Usage::
     python benchmarks/search_efficiency.py --loo --seeds 10 --jobs 2 --loo-overhead \
         --out benchmarks/results/search_efficiency_loo.json    # leave-one-out, cold and warm
 
-``--loo`` is the leave-one-out mode (issue 8): see the comment above ``loo_spaces`` below.
+    python benchmarks/search_efficiency.py --loo --compare-only --compare tunex,kt \
+        --seeds 10 --budget 100 --reuse --out benchmarks/results/search_efficiency_loo.json
+
+``--loo`` is the leave-one-out mode (issue 8): see the comment above ``loo_spaces`` below. With
+``--compare``, the other strategies run cold on the same held-out spaces (plain searches of the
+first mode, stored under the file's ``runs``) and are reported beside ``model``'s cold and warm
+runs; ``--compare-only`` runs just those, reading ``model``'s from ``--out``.
 
 ``--strategies`` takes tunex specs (``model``, ``optuna:tpe``, ...), ``kt:NAME`` for Kernel Tuner
 strategies, and the groups ``tunex`` and ``kt`` (the defaults below). Each process uses one
@@ -851,8 +857,18 @@ def loo_main(args: argparse.Namespace) -> int:
                 if args.reuse and all(matches(h, key) for h in have):
                     continue
                 tasks.append((name, family, members, seed, opts, key))
+    if args.compare_only:
+        tasks = []
+    # the other strategies, cold, on the same held-out spaces: plain searches of the first mode
+    # (stored under the file's "runs"); model's own cold runs are the variant's above
+    compare = [st for st in args.compare if st not in variants]
+    plain = argparse.Namespace(**{**vars(args), "strategies": compare, "parts": {"search"}})
+    compare_tasks = [] if args.report_only else plan(
+        plain, {s: p for s, (_f, p) in spaces.items()}, facts, results)
     print(f"leave-one-out: {len(tasks)} tasks ({len(spaces)} spaces in {len(families)} "
-          f"families, variants {', '.join(variants)}, seeds 0-{args.seeds - 1})", flush=True)
+          f"families, variants {', '.join(variants)}, seeds 0-{args.seeds - 1})"
+          + (f"; {len(compare_tasks)} runs of {', '.join(compare)}" if compare else ""),
+          flush=True)
 
     def store(task: tuple[Any, ...], out: dict[str, dict[str, Any]]) -> None:
         name, family, _members, seed, _opts, key = task
@@ -887,6 +903,9 @@ def loo_main(args: argparse.Namespace) -> int:
                     done, _ = wait(futs, return_when=FIRST_COMPLETED)
                     for fut in done:
                         store(futs.pop(fut), fut.result())
+    if compare_tasks:
+        run_tasks(compare_tasks, args.jobs, results, Progress(compare_tasks))
+    if tasks or compare_tasks:
         doc.setdefault("sessions", []).append({
             "command": "python " + " ".join(shlex.quote(a) for a in
                                             [os.path.relpath(__file__, REPO), *sys.argv[1:]]),
@@ -896,6 +915,9 @@ def loo_main(args: argparse.Namespace) -> int:
             "seconds": round(time.time() - t0)})
         results.save()
     body = loo_report(doc, facts, list(variants), args.seeds, args.budget)
+    if compare:
+        body += "\n" + loo_compare_report(results.doc, facts, next(iter(variants), "model"),
+                                          compare, args.seeds, args.budget)
     print(body)
     if args.markdown:
         write_section(args.markdown, body, LOO_SECTION)
@@ -1038,7 +1060,112 @@ def loo_report(doc: dict[str, Any], facts: dict[str, dict[str, Any]], variants: 
     return "\n".join(out) + "\n"
 
 
+def compare_runs(doc: dict[str, Any], space: str, strategy: str, seeds: int, budget: int
+                 ) -> list[int]:
+    """Trials to 95% of a compared strategy's runs on a space, seeds 0..seeds-1 (budget + 1:
+    missed). A tunex strategy never sees the budget, so a longer run read up to ``budget`` is
+    the same run; a Kernel Tuner strategy's schedule depends on ``max_fevals``: its budget must
+    match."""
+    by_seed = doc["runs"].get(space, {}).get(strategy, {})
+    out = []
+    for s in range(seeds):
+        rec = by_seed.get(str(s))
+        if rec and (rec["budget"] == budget
+                    or (rec["budget"] > budget and not strategy.startswith("kt:"))):
+            out.append(min(trials_to(rec, 0.95, budget), budget + 1))
+    return out
+
+
+def loo_compare_table(doc: dict[str, Any], facts: dict[str, dict[str, Any]], model: str,
+                      others: list[str], seeds: int, b: int) -> list[str]:
+    """Per held-out space: median trials to 95% of model (cold and warm) and of every other
+    strategy (cold), the best median, and whether cold model's is below every other one."""
+    loo = doc.get("loo", {})
+    names = strategy_order(others)
+    rows, ahead, tied, n_spaces = [], 0, 0, 0
+    beaten = dict.fromkeys(names, 0)  # spaces where cold model's median is below this one's
+    counted = dict.fromkeys(names, 0)
+    for space, f in facts.items():
+        cold = loo_runs(loo, model, space, seeds, b)
+        warm = loo_runs(loo, model, space, seeds, b, "warm")
+        med = {st: float(np.median(t)) for st in names
+               if (t := compare_runs(doc, space, st, seeds, b))}
+        if not cold or not med:
+            continue
+        n_spaces += 1
+        m = float(np.median(cold))
+        best = min(med.values())
+        winners = [st for st in names if med.get(st) == min(best, m)]
+        if m < best:
+            ahead += 1
+            verdict = "yes"
+        elif m == best:
+            tied += 1
+            verdict = "tied" if m <= b else "tied: all miss"
+        else:
+            verdict = "no"
+        for st, v in med.items():
+            counted[st] += 1
+            beaten[st] += m < v
+        n_runs = sorted({len(cold), *(len(compare_runs(doc, space, st, seeds, b))
+                                      for st in med)})
+        rows.append(
+            f"| {space} | {f['random']['0.95']['median']:,.0f} | "
+            f"{'/'.join(map(str, n_runs))} | **{fmt_trials(m, b)}** | "
+            + (fmt_trials(float(np.median(warm)), b) if warm else "-") + " | "
+            + " | ".join(fmt_trials(med[st], b) if st in med else "-" for st in names)
+            + f" | {'-' if m == best > b else ', '.join(['model'] * (m <= best) + winners)}"
+            f" | {verdict} |")
+    if not rows:
+        return []
+    short = [st.removeprefix("optuna:") for st in names]
+    lines = ["| space | random: median | runs | model cold | model warm | "
+             + " | ".join(short) + " | best median (cold) | model cold ahead of all |",
+             "|---|---:|---:|---:|---:|" + "---:|" * len(names) + "---|---|", *rows, "",
+             f"Cold `{model}` has a lower median than every other strategy on **{ahead} of "
+             f"{n_spaces} spaces ({pct(ahead / n_spaces)})**, ties the best on {tied}, and is "
+             f"behind on {n_spaces - ahead - tied}. Spaces where its median is below each "
+             "strategy's: " + ", ".join(f"{st} {beaten[st]}/{counted[st]}" for st in names)
+             + "."]
+    return lines
+
+
+def loo_compare_report(doc: dict[str, Any], facts: dict[str, dict[str, Any]], model: str,
+                       others: list[str], seeds: int, budget: int) -> str:
+    out = [f"`{model}` against the other strategies on the same held-out spaces: medians of "
+           "trials to 95% (a miss counts as budget + 1; `>B`: the median missed). Model cold: "
+           "no sibling data, as the others get none; warm beside it. The others run cold "
+           "through the first mode of this script (tunex's Optuna strategies and random "
+           "through tunex's loop, Kernel Tuner's in its simulation mode, same noisy replay "
+           "scoring). `runs`: seeds per strategy. `best median`: every strategy at the lowest "
+           "median of the row, model cold included."]
+    for b in sorted({min(100, budget), budget}):
+        out += ["", f"Budget {b}:", "", *loo_compare_table(doc, facts, model, others, seeds, b)]
+    by_code: dict[str, set[str]] = {}
+    for by in doc["runs"].values():
+        for st, recs in by.items():
+            for r in recs.values():
+                if st in others:
+                    by_code.setdefault(r["code"], set()).add(st)
+    for by in doc.get("loo", {}).get("runs", {}).get(model, {}).values():
+        for r in by.values():
+            by_code.setdefault(r["code"], set()).add(model)
+    out += ["", "Runs made by: " + "; ".join(
+        f"{code} ({', '.join(strategy_order(sts))})" for code, sts in sorted(by_code.items()))
+            + "."]
+    return "\n".join(out) + "\n"
+
+
 # -- command line ---------------------------------------------------------------------------------
+
+
+def strategy_names(spec: str) -> list[str]:
+    """A comma list of strategies, with the groups 'tunex' and 'kt' expanded."""
+    groups = {"tunex": TUNEX_STRATEGIES, "kt": KT_STRATEGIES}
+    names: list[str] = []
+    for s in filter(None, (x.strip() for x in spec.split(","))):
+        names += [n for n in groups.get(s, [s]) if n not in names]
+    return names
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -1073,12 +1200,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="(--loo) also time ask + tell at 1,000 trials of history, warm")
     p.add_argument("--child-overhead", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--child-seed", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--compare", default="",
+                   help="(--loo) also run these strategies (as --strategies) on every held-out "
+                        "space, cold, and report them beside model's cold and warm runs")
+    p.add_argument("--compare-only", action="store_true",
+                   help="(--loo) run only the --compare searches; model's cold and warm runs "
+                        "are those already in --out")
     args = p.parse_args(argv)
-    groups = {"tunex": TUNEX_STRATEGIES, "kt": KT_STRATEGIES}
-    names: list[str] = []
-    for s in filter(None, (x.strip() for x in args.strategies.split(","))):
-        names += [n for n in groups.get(s, [s]) if n not in names]
-    args.strategies = names
+    args.strategies = strategy_names(args.strategies)
+    args.compare = strategy_names(args.compare)
+    if args.compare_only and not args.compare:
+        p.error("--compare-only needs --compare")
     args.parts = {x.strip() for x in args.parts.split(",") if x.strip()}
     unknown = args.parts - {"search", "transfer", "overhead"}
     if unknown:

@@ -49,3 +49,29 @@ def test_spaces_are_grouped_by_kernel_family(tmp_path):
     found = se.loo_spaces([tmp_path])
     assert found["pnpoly/A"][0] == "pnpoly"
     assert found["cn_pnpoly/loose"][0] == "cn_pnpoly"  # a file in the root: its kernel name
+
+
+def test_the_comparison_reads_each_strategy_at_its_own_budget():
+    se = bench()
+    facts = {s: {"family": s.split("/")[0], "random": {"0.95": {"median": 100.0}}}
+             for s in ("a/1", "b/1")}
+
+    def runs(t95: int | None, budget: int) -> dict[str, dict]:
+        return {str(seed): {"t95": t95, "budget": budget} for seed in range(3)}
+
+    doc = {
+        "loo": {"runs": {"model": {
+            s: {str(seed): {"cold": {"t95": t}, "warm": {"t95": 2}, "budget": 200}
+                for seed in range(3)} for s, t in (("a/1", 10), ("b/1", 40))}}},
+        "runs": {
+            "a/1": {"random": runs(150, 200), "kt:pso": runs(20, 100)},
+            # a Kernel Tuner run of another budget is another run: not read at budget 100
+            "b/1": {"random": runs(30, 200), "kt:pso": runs(5, 200)},
+        }}
+    # a tunex strategy's longer run is read up to the budget (a miss counts as budget + 1)
+    assert se.compare_runs(doc, "a/1", "random", 3, 100) == [101, 101, 101]
+    assert se.compare_runs(doc, "b/1", "kt:pso", 3, 100) == []
+    table = "\n".join(se.loo_compare_table(doc, facts, "model", ["random", "kt:pso"], 3, 100))
+    assert "| a/1 | 100 | 3 | **10** | 2 | >100 | 20 | model | yes |" in table
+    assert "| b/1 | 100 | 3 | **40** | 2 | 30 | - | random | no |" in table
+    assert "on **1 of 2 spaces (50%)**" in table
