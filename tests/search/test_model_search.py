@@ -98,6 +98,27 @@ def test_warm_start_proposes_the_siblings_best_first():
     assert st.ask(len(expected)) == expected  # each sibling's best, then each one's second
 
 
+def test_similar_seed_order_starts_from_the_nearest_sibling():
+    s = space()
+    here = Workload("k", problem={"size": [128, 128]}, target={"device": "x280", "file": "a"})
+    far = Workload("k", problem={"size": [16, 16]}, target={"device": "x280", "file": "b"})
+    near = Workload("k", problem={"size": [64, 128]}, target={"device": "x280", "file": "c"})
+    other = Workload("k", problem={"size": [128, 128]}, target={"device": "x60", "file": "d"})
+    pool = s.sample(90, rng=1)
+    given = [(other, pool[:30]), (far, pool[30:60]), (near, pool[60:])]
+    trials = [(w, [Measurement(c, Status.OK, (smooth(c),)) for c in cs]) for w, cs in given]
+    best = {w: min(ms, key=lambda m: m.value).config for w, ms in trials}
+    st = ModelSearch(s, seed=0, seed_configs=1, seed_order="similar")
+    st.warm_start(trials, current=here)
+    # the same device before another; among those, the closer problem (log2 of each size)
+    assert st.ask(3) == [best[near], best[far], best[other]]
+    plain = ModelSearch(s, seed=0, seed_configs=1)
+    plain.warm_start(trials, current=here)
+    assert plain.ask(3) == [best[other], best[far], best[near]]  # as given
+    with pytest.raises(ValueError, match="seed_order"):
+        ModelSearch(s, seed_order="nearest")
+
+
 def test_transfer_is_dropped_when_the_siblings_mislead():
     """Siblings whose ranking is this workload's reversed stop training the model once this
     workload's own trials show it; siblings that agree keep doing so."""

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from tunex.cost_model import FeatureExtractor, GBMRanker
+from tunex.cost_model._features import _flat
 from tunex.search._base import SearchStrategy
 from tunex.space import Space
 from tunex.trial import Config, Measurement, Workload
@@ -58,6 +59,24 @@ def rank_correlation(scores: np.ndarray, values: np.ndarray) -> float:
     return float(np.corrcoef(a, b)[0, 1])
 
 
+def _distance(w: Workload, current: Workload) -> tuple[int, float]:
+    """How far workload ``w`` is from ``current``: another device first (by the targets'
+    ``device``, else the whole fingerprint), then how far apart their problems are (log2 of
+    each numeric size, a list's elements one by one; 1 for any other difference)."""
+    def device(x: Workload) -> Any:
+        return x.target.get("device", dict(x.target))
+
+    pa, pb = _flat(w.problem), _flat(current.problem)
+    d = 0.0
+    for k in set(pa) | set(pb):
+        a, b = pa.get(k), pb.get(k)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and b > 0:
+            d += abs(math.log2(a) - math.log2(b))
+        elif a != b:
+            d += 1.0
+    return (0 if device(w) == device(current) else 1, d)
+
+
 class ModelSearch(SearchStrategy):
     """Cost-model-guided search (the default strategy).
 
@@ -83,6 +102,9 @@ class ModelSearch(SearchStrategy):
         portfolio: split the model's proposals between its best config anywhere and its best
             neighbour of the leading configs (local search), each chosen by Thompson sampling
             on how often its trials landed among the best tenth so far.
+        seed_order: order of the other workloads whose best configs come first: ``"given"``
+            (as the database lists them) or ``"similar"`` (same device first, then the closest
+            problem sizes).
     """
 
     name = "model"
@@ -92,7 +114,8 @@ class ModelSearch(SearchStrategy):
                  enumerate_limit: int = 250_000, pool: int = 2048, interactions: bool = True,
                  model: dict[str, Any] | None = None, design: str = "maximin",
                  gate: float = 1.0, floor: float = 0.1, check_every: float = 0.1,
-                 seed_configs: int = 2, portfolio: bool = False) -> None:
+                 seed_configs: int = 2, portfolio: bool = False,
+                 seed_order: str = "given") -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
@@ -107,6 +130,9 @@ class ModelSearch(SearchStrategy):
         self.check_every = check_every
         self.seed_configs = seed_configs
         self.portfolio = portfolio
+        if seed_order not in ("given", "similar"):
+            raise ValueError(f"seed_order must be 'given' or 'similar', not {seed_order!r}")
+        self.seed_order = seed_order
         self._model: GBMRanker | None = None
         self._arm: dict[Config, str] = {}  # proposing arm of each model proposal
         #: per arm, [trials among the best tenth, other trials]
@@ -148,6 +174,8 @@ class ModelSearch(SearchStrategy):
         usable = [(w, ms) for w, ms in others if ms]
         if not usable:
             return
+        if self.seed_order == "similar" and current is not None:
+            usable.sort(key=lambda wm: _distance(wm[0], current))
         self.workload = current
         self.features = FeatureExtractor.for_workloads(
             self.space, [w for w, _ in usable] + ([current] if current else []),
