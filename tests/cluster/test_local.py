@@ -338,3 +338,16 @@ def test_workers_are_spawned_when_the_fork_server_dies(tmp_path):
                           timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
     assert done.stderr.count("fork server failed") == 1, done.stderr
+
+
+def test_a_pool_closes_while_builds_run():
+    from tunex.cluster import BuildPool
+
+    for _ in range(3):  # closing races the threads that wait on the workers: no error either way
+        pool = BuildPool(2, timeout=60)
+        futs = [pool.submit("k", SlowTarget(), W, Config(a=1, b=i)) for i in range(3)]
+        until(lambda p=pool: p.counts()[1] == 2, "two builds running")
+        pool.close()
+        for f in futs[:2]:  # the two running come back lost; the queued one never starts
+            assert f.result(30).status is Status.WORKER_LOST
+        assert futs[2].cancelled()

@@ -180,6 +180,8 @@ class _Worker:
         self.ctx, self.target, self.name = ctx, target, name
         self.import_main = import_main
         self.builders: set[str] = set()  # builder keys this process holds
+        self.closed = False
+        self._lock = threading.RLock()  # the serving thread restarts, the owner closes
         self._start()
 
     def _start(self) -> None:
@@ -222,15 +224,26 @@ class _Worker:
             return ("lost", f"worker process died (exit code {code})")
 
     def restart(self) -> None:
-        self.kill()
-        self.builders = set()
-        self._start()
+        with self._lock:
+            if self.closed:  # closed while a job ran: nothing to restart
+                return
+            self.kill()
+            self.builders = set()
+            self._start()
 
     def kill(self) -> None:
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join(5)
-        self.conn.close()
+        with self._lock:
+            if self.proc.is_alive():
+                self.proc.kill()
+            self.proc.join(5)
+            with contextlib.suppress(OSError):
+                self.conn.close()
+
+    def close(self) -> None:
+        """Stop the process for good (a job running in it comes back ``lost``)."""
+        with self._lock:
+            self.closed = True
+            self.kill()
 
 
 class BuildPool:
@@ -334,11 +347,19 @@ class BuildPool:
                 self._kept.popitem(last=False)
 
     def close(self) -> None:
+        """Stop the workers: builds running come back ``worker_lost``, queued ones cancelled."""
         self._kept.clear()
+        while True:
+            try:
+                item = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[-1].cancel()
         for _ in self.workers:
             self._jobs.put(None)
         for w in self.workers:
-            w.kill()
+            w.close()
 
 
 _SHARED: BuildPool | None = None
@@ -463,7 +484,7 @@ class LocalExecutor(Executor):
         for _ in self._devices:
             self._measures.put(None)
         for w in self._devices:
-            w.kill()
+            w.close()
 
 
 def _built_artifact(build: Future[Artifact], fut: Future[Measurement], start: float
