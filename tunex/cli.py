@@ -59,14 +59,17 @@ def cmd_search(args: argparse.Namespace) -> int:
                           ("--measure-timeout", args.measure_timeout)):
         if seconds is not None and not seconds > 0:
             raise TunexError(f"{flag} {seconds} is not allowed: give seconds > 0")
-    local = args.ray is None and not args.sim_slots and not args.devices and args.workers != 0
-    if local and not args.target.startswith("replay"):
+    from tunex.targets import target_class
+
+    cls = target_class(args.target)
+    on_ray = args.ray is not None or bool(args.sim_slots) or bool(args.devices)
+    inline = not on_ray and (args.workers == 0 or cls.name == "replay")
+    if not on_ray and not inline:
         from tunex.cluster import prestart
-        from tunex.targets import target_class
 
         # the workers' fork server imports the target's toolchain while this process builds
         # the target and its space
-        prestart(getattr(target_class(args.target), "worker_imports", ()))
+        prestart(getattr(cls, "worker_imports", ()))
     target = make_target(args.target)
     if target.name == "replay" and (args.shape or args.kernel):
         raise TunexError("a replay target answers from its recorded space, whose problem is "
@@ -75,7 +78,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     executor: Any
     timeouts = {k: v for k, v in (("build_timeout", args.build_timeout),
                                   ("measure_timeout", args.measure_timeout)) if v}
-    if args.ray is not None or args.sim_slots or args.devices:
+    if on_ray:
         from tunex.cluster import Device, load_devices, simulator_devices
         from tunex.cluster._ray import RayExecutor, RayOptions
 
@@ -88,12 +91,12 @@ def cmd_search(args: argparse.Namespace) -> int:
             specs = simulator_devices(os.cpu_count() or 1)
         executor = RayExecutor(target, RayOptions(address=args.ray or None, device_specs=specs,
                                                   **timeouts))
-    elif args.workers == 0 or target.name == "replay":
+    elif inline:
         executor = InlineExecutor(target)
     else:
-        local = {k: v for k, v in (("build_workers", args.workers),
-                                   ("measure_workers", args.measure_workers)) if v}
-        executor = LocalExecutor(target, LocalOptions(**local, **timeouts))
+        workers = {k: v for k, v in (("build_workers", args.workers),
+                                     ("measure_workers", args.measure_workers)) if v}
+        executor = LocalExecutor(target, LocalOptions(**workers, **timeouts))
     quiet = args.quiet or args.json
     with Database(args.db) as db, executor:
         hooks: list[Any] = ([] if quiet or console.is_terminal

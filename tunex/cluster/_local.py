@@ -6,6 +6,7 @@ import atexit
 import collections
 import concurrent.futures as cf
 import contextlib
+import dataclasses
 import itertools
 import logging
 import multiprocessing as mp
@@ -160,8 +161,7 @@ def _serve(conn: Connection, target: Target | None, env: dict[str, str] | None =
                 t0 = time.perf_counter()
                 art = builders[key].build(workload, config)
                 if art.compile_ms is None:
-                    art = Artifact(art.workload, art.config, art.status, art.payload, art.facts,
-                                   (time.perf_counter() - t0) * 1e3, art.error)
+                    art = dataclasses.replace(art, compile_ms=(time.perf_counter() - t0) * 1e3)
                 conn.send(("ok", art))
             else:
                 assert target is not None
@@ -274,7 +274,7 @@ class BuildPool:
             collections.OrderedDict()
         self.workers = [_Worker(ctx, None, f"{name}{i}", import_main) for i in range(workers)]
         self._jobs: queue.Queue[Any] = queue.Queue()
-        self._count_lock = threading.Lock()
+        self._lock = threading.Lock()
         self._queued = 0
         self._running = 0
         self._threads = [threading.Thread(target=self._loop, args=(w,), daemon=True)
@@ -286,14 +286,14 @@ class BuildPool:
                ) -> Future[Artifact]:
         """Build ``config`` with ``builder`` (kept by worker processes under ``key``)."""
         fut: Future[Artifact] = Future()
-        with self._count_lock:
+        with self._lock:
             kept = self._kept.get((key, workload.key, config.key))
             if kept is not None:
                 self._kept.move_to_end((key, workload.key, config.key))
         if kept is not None:
             fut.set_result(kept)
             return fut
-        with self._count_lock:
+        with self._lock:
             self._queued += 1
         fut.add_done_callback(self._dropped)
         self._jobs.put((key, builder, workload, config, fut))
@@ -301,12 +301,12 @@ class BuildPool:
 
     def counts(self) -> tuple[int, int]:
         """(builds queued, builds running) now, of every user of the pool."""
-        with self._count_lock:
+        with self._lock:
             return self._queued, self._running
 
     def _dropped(self, fut: Future[Artifact]) -> None:
         if fut.cancelled():  # cancelled while queued: no worker will take it
-            with self._count_lock:
+            with self._lock:
                 self._queued -= 1
 
     def _loop(self, worker: _Worker) -> None:
@@ -317,7 +317,7 @@ class BuildPool:
             key, builder, workload, config, fut = item
             if not fut.set_running_or_notify_cancel():  # cancelled while queued (counted)
                 continue
-            with self._count_lock:
+            with self._lock:
                 self._queued -= 1
                 self._running += 1
             payload = (key, None if key in worker.builders else builder, workload, config)
@@ -325,7 +325,7 @@ class BuildPool:
             try:
                 kind, value = worker.call("build", payload, self.timeout)
             finally:
-                with self._count_lock:
+                with self._lock:
                     self._running -= 1
             if kind == "ok":
                 if value.ok and self.keep > 0:
@@ -339,9 +339,8 @@ class BuildPool:
                 fut.set_result(Artifact(workload, config, status, error=error))
 
     def _keep(self, what: tuple[str, str, str], art: Artifact) -> None:
-        again = Artifact(art.workload, art.config, art.status, art.payload, art.facts, 0.0,
-                         art.error)
-        with self._count_lock:
+        again = dataclasses.replace(art, compile_ms=0.0)  # handed back: it costs no compile
+        with self._lock:
             self._kept[what] = again
             while len(self._kept) > self.keep:
                 self._kept.popitem(last=False)

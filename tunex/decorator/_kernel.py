@@ -6,7 +6,6 @@ miss in :mod:`._tune`, the ``triton.Config`` adapter in :mod:`._configs`.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import textwrap
@@ -72,13 +71,6 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
         self.kernel_hash = source_hash(fn)
         self.interpreted = type(_innermost(fn)).__name__ == "InterpretedFunction"
         self.mode = mode
-        if mode == "on_miss" and not self.interpreted:
-            # a miss builds in the shared pool: its fork server imports Triton from now on
-            from tunex.cluster import prestart
-            from tunex.cluster._local import SHARED_POOL_IMPORTS
-
-            with contextlib.suppress(OSError):  # no processes here: builds run in this one
-                prestart(SHARED_POOL_IMPORTS)
         self.budget = budget if isinstance(budget, Budget) else Budget.parse(budget)
         self.strategy = o.strategy
         self.db_spec = o.db
