@@ -23,7 +23,9 @@ a trial within 95% of the final best ended.
 
 Usage: ``python benchmarks/user_kernels.py --out results.json [--budget 20s] [--isolated]``
 (``--isolated``: every shape with an empty database, to measure what transfer from the known
-shapes is worth).
+shapes is worth). The space's ceiling (how far any config of it can beat ``triton.autotune``):
+``--strategy exhaustive --budget 4000trials --patience 0`` measures every valid config of each
+shape (``--shapes 0,1`` picks shapes by index).
 """
 
 from __future__ import annotations
@@ -133,8 +135,7 @@ def listed_rowsum_configs() -> list[Any]:
 # -- contenders -----------------------------------------------------------------------------------
 
 
-def make_gemm(budget: str | None, db: str) -> dict[str, Any]:
-    extra = {"budget": budget} if budget else {}
+def make_gemm(extra: Mapping[str, Any], db: str) -> dict[str, Any]:
     ours = tunex.autotune(space=GEMM_SPACE, key=["M", "N", "K"], mode="on_miss", db=db,
                           name="gemm_leaky", **extra)(triton.jit(gemm_leaky_kernel))
     theirs = triton.autotune(tutorial_gemm_configs(), key=["M", "N", "K"])(
@@ -161,8 +162,7 @@ def make_gemm(budget: str | None, db: str) -> dict[str, Any]:
                 rtol=2e-2, atol=5e-2)}
 
 
-def make_rowsum(budget: str | None, db: str) -> dict[str, Any]:
-    extra = {"budget": budget} if budget else {}
+def make_rowsum(extra: Mapping[str, Any], db: str) -> dict[str, Any]:
     ours = tunex.autotune(space=ROWSUM_SPACE, key=["M", "N"], mode="on_miss", db=db,
                           name="rowsum", **extra)(triton.jit(rowsum_kernel))
     theirs = triton.autotune(listed_rowsum_configs(), key=["M", "N"])(triton.jit(rowsum_kernel))
@@ -210,12 +210,15 @@ def time_to_95(db: Database, workload: Any, called: float) -> dict[str, Any]:
 
 
 def bench_kernel(name: str, make: Callable[[str], Mapping[str, Any]], db_path: str,
-                 timer: GpuTimer, isolated: bool = False) -> list[dict[str, Any]]:
+                 timer: GpuTimer, isolated: bool = False,
+                 only: set[int] | None = None) -> list[dict[str, Any]]:
     """Every shape of one kernel; ``isolated``: each shape with a database of its own (no
     other shape known: no transfer), the Triton cache shared as it is otherwise."""
     rows = []
     spec = make(db_path)
     for i, shape in enumerate(spec["shapes"]):
+        if only is not None and i not in only:
+            continue
         if isolated and i:
             db_path = os.path.join(tempfile.mkdtemp(prefix="tunex-bench-"), "tunex.db")
             spec = make(db_path)
@@ -257,17 +260,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernels", default="gemm_leaky,rowsum")
     p.add_argument("--isolated", action="store_true",
                    help="each shape with an empty database: no transfer from the others")
+    p.add_argument("--strategy", default=None, help="tunex strategy (default: the decorator's)")
+    p.add_argument("--patience", type=int, default=None,
+                   help="trials without a 1%% gain before tunex stops (0: none; default: the "
+                        "decorator's)")
+    p.add_argument("--shapes", default=None, help="comma list of shape indices (default: all)")
     args = p.parse_args(argv)
+    extra: dict[str, Any] = {}
+    if args.budget:
+        extra["budget"] = args.budget
+    if args.strategy:
+        extra["strategy"] = args.strategy
+    if args.patience is not None:
+        extra["patience"] = args.patience or None
+    only = {int(i) for i in args.shapes.split(",")} if args.shapes else None
     db_path = os.path.join(tempfile.mkdtemp(prefix="tunex-bench-"), "tunex.db")
     timer = GpuTimer(MeasureOptions())
     started = time.time()
     rows = []
     makers = {"gemm_leaky": make_gemm, "rowsum": make_rowsum}
     for name in args.kernels.split(","):
-        rows += bench_kernel(name, lambda db, n=name: makers[n](args.budget, db), db_path, timer,
-                             args.isolated)
+        rows += bench_kernel(name, lambda db, n=name: makers[n](extra, db), db_path, timer,
+                             args.isolated, only)
     sp = [r["speedup_vs_autotune"] for r in rows]
     doc = {"budget": args.budget or "default", "isolated": args.isolated, "rows": rows,
+           "options": extra,
            "geomean_vs_autotune": round(math.exp(sum(map(math.log, sp)) / len(sp)), 3),
            "min_vs_autotune": min(sp), "seconds": round(time.time() - started, 1),
            "machine": {"gpu": torch.cuda.get_device_name(), "python": platform.python_version(),

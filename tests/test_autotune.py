@@ -406,6 +406,28 @@ def test_budget_in_seconds(db_path: Path) -> None:
         assert d.count(d.workloads()[0]) == 2
 
 
+def test_a_time_budget_bounds_the_whole_first_call(db_path: Path) -> None:
+    # the set-up before the first trial (here a slow early_config_prune) is paid from the time
+    # budget: the call that missed returns after about the budget, not the budget plus set-up
+    def slow(call: Callable[[], Any], config: Config) -> list[float]:
+        time.sleep(0.1)
+        return [SPEED.get(config["BLOCK"], 1.0)]
+
+    def prune(configs: list[Any], named: Any, **kw: Any) -> list[Any]:
+        time.sleep(0.8)
+        return configs
+
+    many = [triton.Config({"BLOCK": b}, num_warps=w) for b in (32, 64, 128, 256, 512, 1024)
+            for w in (1, 2, 4, 8)]
+    k, _ = make_add(db_path, mode="on_miss", budget="1.2s", bench=slow, configs=many,
+                    prune_configs_by={"early_config_prune": prune})
+    call_add(k, 100)
+    with Database(db_path) as d:
+        trials = d.count(d.workloads()[0])
+    assert "time budget" in k.last.reason
+    assert 1 <= trials <= 5  # 0.4 s left of the budget at 0.1 s a trial (not 1.2 s worth)
+
+
 # -- failures ----------------------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 
 import pytest
@@ -129,6 +130,16 @@ def test_replay_search_with_time_budget():
     res = Tuner(t, t.space, budget="2s", strategy="random", seed=0).run()
     assert res.stopped == "time budget" and res.trials > 10
     assert res.seconds < 10
+
+
+def test_the_time_budget_counts_from_the_given_start():
+    t = ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz"))
+    res = Tuner(t, t.space, budget="1s", strategy="random", seed=0,
+                started=time.monotonic() - 5.0).run()
+    assert res.stopped == "time budget" and res.new_trials == 0 and res.seconds >= 5.0
+    later = Tuner(t, t.space, budget="1s", strategy="random", seed=0,
+                  started=time.monotonic() + 60.0).run()  # a start in the future: now
+    assert later.stopped == "time budget" and later.new_trials > 0 and later.seconds < 5.0
 
 
 def test_noisy_target_remeasures_close_leaders(tmp_path):

@@ -119,6 +119,9 @@ class Tuner:
             configs of related workloads); each is told to the strategy like any trial.
         on_trial: called with each recorded measurement and its trial number.
         progress: show a progress bar.
+        started: ``time.monotonic()`` at which the time budget's clock started (default: when
+            :meth:`run` starts); the decorator starts it when the call missed, so a time budget
+            bounds the whole first call, set-up included.
     """
 
     def __init__(self, target: Target, space: Space, *, workload: Workload | None = None,
@@ -127,7 +130,7 @@ class Tuner:
                  batch: int | None = None, seed: int | None = None, patience: int | None = None,
                  remeasure: int = 4, transfer: bool = True, first: Sequence[Config] = (),
                  on_trial: Callable[[Measurement, int], None] | None = None,
-                 progress: bool = False) -> None:
+                 progress: bool = False, started: float | None = None) -> None:
         self.target = target
         self.space = space
         if workload is None:
@@ -151,9 +154,10 @@ class Tuner:
         self.first = list(dict.fromkeys(c for c in first if c in space))
         self.on_trial = on_trial
         self.progress = progress
+        self.started = started
 
     def run(self) -> TuneResult:
-        start = time.monotonic()
+        start = time.monotonic() if self.started is None else min(self.started, time.monotonic())
         self.db.declare_space(self.workload, self.space)
         done: dict[Config, Measurement] = {}
         recorded = self.db.measurements(self.workload)

@@ -40,7 +40,9 @@ class AutotuneOptions:
             ``TUNEX_MODE`` overrides it.
         budget: tuning budget per workload for ``on_miss``, a :class:`~tunex.tuner.Budget` or
             its text (``"50trials,8s"``, ``"20s"``, ``"100trials"``): the same meaning as
-            ``tunex search --budget``; the trials include the re-measurements of the leaders.
+            ``tunex search --budget``; the trials include the re-measurements of the leaders,
+            and the time counts from the call that missed (set-up included), so the first
+            call takes about the time budget plus the leaders' re-measurement.
         strategy: search strategy for ``on_miss`` (``"model"``, ``"random"``,
             ``"optuna:tpe"``), whatever form the budget takes.
         patience: stop tuning a workload after this many trials without a 1% gain (``None``:

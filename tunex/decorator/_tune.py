@@ -12,6 +12,7 @@ measured again before one wins.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +113,7 @@ class TuningMixin:
         from tunex.cluster import CallerExecutor, shared_build_pool
         from tunex.tuner import Tuner
 
+        missed = time.monotonic()  # a time budget bounds the whole call, set-up included
         db = R.open_db(self.db_spec, create=True)
         assert db is not None
         self.tunings += 1
@@ -142,7 +144,7 @@ class TuningMixin:
             result = Tuner(target, space, workload=workload, db=db, strategy=strategy,
                            budget=self.budget, executor=executor, seed=self.seed,
                            remeasure=self.remeasure, patience=self.options.patience,
-                           first=first).run()
+                           first=first, started=missed).run()
         finally:
             executor.close()
             target.close()
