@@ -782,30 +782,6 @@ def test_a_time_only_budget_runs_the_default_strategy(db_path: Path) -> None:
     assert "(model" in k.last.reason
 
 
-def test_a_shape_with_known_siblings_gets_the_shorter_default_budget(
-        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tunex.decorator._options as options
-
-    monkeypatch.setattr(options, "DEFAULT_BUDGET", "7trials")
-    monkeypatch.setattr(options, "DEFAULT_KNOWN_BUDGET", "3trials")
-    space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
-    k = tunex.autotune(space=space, key={"n": "pow2"}, mode="on_miss", db=str(db_path),
-                       bench=FakeBench(), remeasure=0)(jit(add_kernel))
-    call_add(k, 1000)  # nothing known of the kernel: the cold default
-    call_add(k, 5000)  # another shape known: the short default
-    with Database(db_path) as d:
-        counts = sorted(d.count(w) for w in d.workloads())
-    assert counts == [3, 7]
-    explicit = tunex.autotune(space=space, key={"n": "pow2"}, mode="on_miss", db=str(db_path),
-                              bench=FakeBench(), remeasure=0, budget="5trials",
-                              name="add_explicit")(jit(add_kernel))
-    call_add(explicit, 1000)
-    call_add(explicit, 5000)  # a budget the user gave holds for every shape
-    with Database(db_path) as d:
-        counts = sorted(d.count(w) for w in d.workloads() if w.kernel == "add_explicit")
-    assert counts == [5, 5]
-
-
 def test_a_new_shape_measures_the_best_configs_of_known_shapes_first(db_path: Path) -> None:
     space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
 

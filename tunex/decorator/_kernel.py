@@ -71,9 +71,7 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
         self.kernel_hash = source_hash(fn)
         self.interpreted = type(_innermost(fn)).__name__ == "InterpretedFunction"
         self.mode = mode
-        #: the budget the user gave (``None``: the defaults, by what is known of the kernel)
-        self.budget = (budget if isinstance(budget, Budget) or budget is None
-                       else Budget.parse(budget))
+        self.budget = budget if isinstance(budget, Budget) else Budget.parse(budget)
         self.strategy = o.strategy
         self.db_spec = o.db
         self.listener = o.listener

@@ -22,10 +22,6 @@ log = logging.getLogger("tunex.autotune")
 #: first. On the H200 a cold first call of a GEMM with a 3,600-point space reaches 95% of its
 #: final best in 3-4 s (benchmarks/RESULTS.md, "A user's kernels on a miss").
 DEFAULT_BUDGET = "50trials,8s"
-#: The default budget when the kernel's other shapes are known (in the database or a pack):
-#: their best configs come first and the model starts trained on them, so a new shape of a
-#: running program costs a short stall, not a cold search.
-DEFAULT_KNOWN_BUDGET = "50trials,3s"
 
 
 @dataclass(frozen=True)
@@ -44,12 +40,9 @@ class AutotuneOptions:
             ``TUNEX_MODE`` overrides it.
         budget: tuning budget per workload for ``on_miss``, a :class:`~tunex.tuner.Budget` or
             its text (``"50trials,8s"``, ``"20s"``, ``"100trials"``): the same meaning as
-            ``tunex search --budget``. Default: ``DEFAULT_BUDGET`` (``"50trials,8s"``), or
-            ``DEFAULT_KNOWN_BUDGET`` (``"50trials,3s"``) for a shape whose kernel has other
-            shapes known (their configs start the search). The trials include the
-            re-measurements of the leaders, and the time counts from the call that missed
-            (set-up included), so the first call takes about the time budget plus the
-            leaders' re-measurement.
+            ``tunex search --budget``; the trials include the re-measurements of the leaders,
+            and the time counts from the call that missed (set-up included), so the first
+            call takes about the time budget plus the leaders' re-measurement.
         strategy: search strategy for ``on_miss`` (``"model"``, ``"random"``,
             ``"optuna:tpe"``), whatever form the budget takes.
         patience: stop tuning a workload after this many trials without a 1% gain (``None``:
@@ -89,7 +82,7 @@ class AutotuneOptions:
     space: Space | None = None
     bucket: Mapping[str, Any] | None = None
     mode: str = "never"
-    budget: Any = None
+    budget: Any = DEFAULT_BUDGET
     strategy: str = "model"
     patience: int | None = 20
     db: Any = None

@@ -23,9 +23,6 @@ from tunex.search import SearchStrategy, get_strategy
 from tunex.space import Space
 from tunex.trial import Config, Measurement, Workload
 
-if TYPE_CHECKING:
-    from tunex.tuner import Budget
-
 __all__ = ["TuningMixin", "best_in"]
 
 log = R.log
@@ -63,7 +60,7 @@ class TuningMixin:
     """The tuning half of :class:`~tunex.decorator.Autotuned` (its attributes, declared here)."""
 
     name: str
-    budget: Budget | None
+    budget: Any
     strategy: str
     seed: int | None
     remeasure: int
@@ -114,8 +111,7 @@ class TuningMixin:
               extra: Mapping[str, Any]) -> tuple[Config, str, dict[str, Any]]:
         """Search the space on the call's arguments within the budget, recording each trial."""
         from tunex.cluster import CallerExecutor, shared_build_pool
-        from tunex.decorator._options import DEFAULT_BUDGET, DEFAULT_KNOWN_BUDGET
-        from tunex.tuner import Budget, Tuner
+        from tunex.tuner import Tuner
 
         missed = time.monotonic()  # a time budget bounds the whole call, set-up included
         db = R.open_db(self.db_spec, create=True)
@@ -124,17 +120,13 @@ class TuningMixin:
         default = self.default_config(space)
         candidates = self._candidates(named, kwargs)
         strategy: SearchStrategy
-        known = False  # other shapes of the kernel start the search
         if candidates is not None:
             strategy, first = _Listed(space, [c for c in candidates if c in space]), []
         else:
             siblings = best_of_siblings(db.history(kernel=workload.kernel, exclude=workload),
                                         workload, space)
             first = [default, *extra.get("seeds", ()), *siblings]
-            # a pack's nearest entry or the kernel's cost model count as known shapes too
-            known = bool(siblings) or any(c != default for c in extra.get("seeds", ()))
             strategy = get_strategy(self.strategy, space, seed=self.seed)
-        budget = self.budget or Budget.parse(DEFAULT_KNOWN_BUDGET if known else DEFAULT_BUDGET)
         label = strategy.name
         strategy.name = f"autotune:{label}"  # how its trials are recorded: tuned on a miss
         target = CallTarget(self, workload, grid, args, kwargs)  # type: ignore[arg-type]
@@ -150,7 +142,7 @@ class TuningMixin:
         executor = CallerExecutor(target, pool, builder)
         try:
             result = Tuner(target, space, workload=workload, db=db, strategy=strategy,
-                           budget=budget, executor=executor, seed=self.seed,
+                           budget=self.budget, executor=executor, seed=self.seed,
                            remeasure=self.remeasure, patience=self.options.patience,
                            first=first, started=missed).run()
         finally:
