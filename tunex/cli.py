@@ -110,6 +110,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         tuner = Tuner(target, space, workload=workload, db=db, strategy=args.strategy,
                       budget=budget, executor=executor, batch=args.batch, seed=args.seed,
                       patience=args.patience, transfer=not args.no_transfer,
+                      # a kernel's own default first: no search reports worse than it (a
+                      # recorded space's "default" is only its first values)
+                      first=[] if target.name == "replay" else [space.default()],
                       on_trial=_each(hooks) if hooks else None,
                       progress=not quiet and console.is_terminal)
         if not quiet:

@@ -72,6 +72,9 @@ def test_cli_search_on_the_simulator(tmp_path):
                              "--format", "jsonl"], capture_output=True, text=True, timeout=60)
     rows = [json.loads(line) for line in export.stdout.splitlines()]
     assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)
+    space, _ = make_target("riscv-sim:p670").prepare("sgemm", {"M": 16, "N": 24, "K": 8})
+    default = json.loads(json.dumps(space.default().to_dict()))  # always measured
+    assert any(r["config"] == default for r in rows), (default, [r["config"] for r in rows])
     wrong = subprocess.run([sys.executable, "-m", "tunex.cli", "search", "softmax", "--target",
                             "riscv-sim:x280", "--shape", "M=4,N=4", "--db", str(db)],
                            capture_output=True, text=True, timeout=60)
