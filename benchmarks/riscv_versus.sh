@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tuned against the default build, for every RISC-V kernel at two sizes on the cycle model of
-# the X280 and of the X60, and on this machine's CPU for real: the rows of RESULTS.md "RISC-V".
+# the X280, the X60 and the P670, and on this machine's CPU for real: the rows of RESULTS.md "RISC-V".
 # Each row: a `model` search within BUDGET trials, then the default build (the kernel's plain
 # C form at clang-19 -O3, autovectorised at the compiler's own LMUL) and the winner measured
 # again side by side (interleaved rounds on the cpu target). Rows go to
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 BUDGET="${BUDGET:-80trials}"
 run() { $PY benchmarks/riscv.py versus --budget "$BUDGET" "$@"; }
-for core in x280 x60; do
+for core in x280 x60 p670; do
     run --target "riscv-sim:$core" --kernel sgemm --shape M=128,N=128,K=128
     run --target "riscv-sim:$core" --kernel sgemm --shape M=256,N=256,K=256
     run --target "riscv-sim:$core" --kernel softmax_c --shape M=64,N=1000
