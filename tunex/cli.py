@@ -475,7 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("search", help="tune a kernel's workload within a budget")
-    s.add_argument("kernel", nargs="?", help="kernel from the library (not needed for replay)")
+    s.add_argument("kernel", nargs="?",
+                   help="kernel from the library, or yours as package.module:Class or "
+                        "path/to/file.py:Class (not needed for replay)")
     s.add_argument("--target", required=True,
                    help="replay:PATH[?noisy=1], triton_gpu, ... (see tunex.targets)")
     s.add_argument("--shape", help="problem sizes, e.g. M=4096,N=4096,K=4096")

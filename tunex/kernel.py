@@ -21,7 +21,10 @@ installed distributions (a package of kernels declares
 ``[project.entry-points."tunex.kernels"] mykernel = "mypkg.kernels:MyKernel"``), the
 environment variable ``TUNEX_KERNELS="name=package.module:Class,..."`` (read on first use,
 inherited by worker processes) and what :func:`register_kernel` adds at run time, later ones
-overriding earlier ones.
+overriding earlier ones. Where a module path is asked for, a Python file does too
+(``path/to/my_kernels.py:MyKernel``), and :func:`get_kernel` takes such a spec in place of a
+name: the kernel is then registered under its own ``name`` for this process and its workers
+(``tunex search ./my_kernels.py:MyKernel --target cpu``).
 
 The C kernel ABI, which every C kernel source must define::
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import os
 import sys
@@ -433,23 +437,102 @@ def available_kernels() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def _import_class(path: str) -> Any:
+    """The object ``path`` names: ``package.module:Class`` or ``path/to/file.py:Class`` (a file
+    is loaded as a module of its own, whatever ``sys.path`` holds)."""
+    module, sep, attr = path.rpartition(":")
+    if not sep or not module or not attr:
+        raise ConfigError(f"kernel {path!r} is not package.module:Class or file.py:Class")
+    if module.endswith(".py"):
+        file = os.path.abspath(module)
+        if not os.path.isfile(file):
+            raise ConfigError(f"kernel file {module!r} does not exist (from {path!r})")
+        digest = hashlib.sha256(file.encode()).hexdigest()[:8]
+        stem = "".join(c if c.isalnum() else "_" for c in os.path.basename(file)[:-3])
+        name = f"tunex_user_{stem}_{digest}"
+        mod = sys.modules.get(name)
+        if mod is None:
+            spec = importlib.util.spec_from_file_location(name, file)
+            if spec is None or spec.loader is None:
+                raise ConfigError(f"cannot load kernel file {module!r}")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod  # inspect.getsource (the kernel's source hash) finds it
+            try:
+                spec.loader.exec_module(mod)
+            except SyntaxError as e:
+                sys.modules.pop(name, None)
+                raise ConfigError(f"kernel file {module!r} does not compile: {e}") from None
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
+    else:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name is None or not (module == e.name or module.startswith(e.name + ".")):
+                raise  # the module was found; something it imports is not installed
+            raise ConfigError(f"no module {module!r} to load kernel {path!r} from: put its "
+                              "folder on PYTHONPATH, or name the file (path/to/file.py:Class)"
+                              ) from None
+    try:
+        return getattr(mod, attr)
+    except AttributeError:
+        raise ConfigError(f"{module} has no {attr!r} (from kernel {path!r})") from None
+
+
+def _from_spec(spec: str) -> Kernel:
+    """The kernel a ``module:Class`` or ``file.py:Class`` spec names, registered under its
+    ``name`` here and, through ``TUNEX_KERNELS``, in the worker processes started later."""
+    module, _, attr = spec.rpartition(":")
+    if module.endswith(".py"):
+        spec = f"{os.path.abspath(module)}:{attr}"
+    cls = _import_class(spec)
+    if not (isinstance(cls, type) and issubclass(cls, Kernel)):
+        raise ConfigError(f"{spec!r} is not a tunex Kernel class (subclass tunex.kernel.CKernel "
+                          "or kernels.TritonKernel)")
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:
+        raise ConfigError(f"{spec!r}: the kernel class must define {', '.join(missing)} "
+                          "(see tunex.kernel's Kernel and CKernel)")
+    kernel = cls()
+    name = getattr(kernel, "name", "")
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ConfigError(f"{spec!r}: a kernel class needs a `name` attribute that is an "
+                          f"identifier, not {name!r}")
+    if "," in spec or "=" in spec:
+        raise ConfigError(f"{spec!r}: a kernel path may not contain ',' or '='")
+    _load()
+    _REGISTRY[name] = spec
+    _INSTANCES[name] = kernel
+    entries = _from_environment(os.environ.get("TUNEX_KERNELS", ""))
+    entries[name] = spec
+    os.environ["TUNEX_KERNELS"] = ",".join(f"{n}={p}" for n, p in entries.items())
+    return kernel
+
+
 def get_kernel(name: str | Kernel) -> Kernel:
-    """The kernel called ``name`` (one shared instance per name).
+    """The kernel called ``name`` (one shared instance per name), or the kernel a spec names
+    (``package.module:Class``, ``path/to/file.py:Class``).
 
     Raises:
-        ConfigError: no kernel has that name.
+        ConfigError: no kernel has that name, or the spec does not name a kernel class.
         ImportError: the kernel's module needs triton (or torch) and it is not installed.
     """
     if isinstance(name, Kernel):
         return name
     kernel = _INSTANCES.get(name)
     if kernel is None:
+        if ":" in name:
+            return _from_spec(name)
         _load()
         path = _REGISTRY.get(name)
+        if path is None:  # a worker forked before its parent named the kernel: read again
+            _REGISTRY.update(_from_environment(os.environ.get("TUNEX_KERNELS", "")))
+            path = _REGISTRY.get(name)
         if path is None:
             raise ConfigError(f"unknown kernel {name!r}; choose one of {available_kernels()}"
-                              " (or register yours: TUNEX_KERNELS=name=package.module:Class)")
-        module, _, attr = path.partition(":")
-        kernel = getattr(importlib.import_module(module), attr)()
+                              " (or name yours: package.module:Class or file.py:Class, or "
+                              "TUNEX_KERNELS=name=package.module:Class)")
+        kernel = _import_class(path)()
         _INSTANCES[name] = kernel
     return kernel

@@ -69,3 +69,91 @@ def test_input_and_output_files_round_trip(tmp_path):
     (tmp_path / "out.bin").write_bytes(x.tobytes()[:-4])
     with pytest.raises(ValueError):
         read_outputs(tmp_path / "out.bin", k, {"N": 5})
+
+
+USER_KERNEL = '''
+import numpy as np
+
+from tunex.kernel import CKernel
+from tunex.space import Pow2, Space
+
+
+class Triple(CKernel):
+    """y = 3 x, a user's kernel outside kernels/."""
+
+    name = "user_triple"
+    dims = ("N",)
+    inputs = ("x",)
+    outputs = ("y",)
+
+    def space(self):
+        return Space([Pow2("UNROLL", 1, 8, default=2)], ["UNROLL <= N"], problem=["N"],
+                     name="user_triple")
+
+    def shapes(self, problem):
+        return {"x": (problem["N"],), "y": (problem["N"],)}
+
+    def reference(self, inputs, problem):
+        return (3.0 * inputs["x"].astype(np.float64),)
+
+    def render(self, config, problem, isa):
+        return f"""
+void tx_kernel(float *const *buf, const long *dim) {{
+    const float *x = buf[0]; float *y = buf[1]; long n = dim[0];
+    #pragma clang loop unroll_count({config["UNROLL"]})
+    for (long i = 0; i < n; i++) y[i] = 3.0f * x[i];
+}}
+"""
+
+    def baseline(self, problem, isa):
+        return self.render({"UNROLL": 1}, problem, isa)
+
+    def flops(self, problem):
+        return problem["N"]
+
+    def bytes(self, problem):
+        return 8.0 * problem["N"]
+'''
+
+
+def test_a_users_kernel_file_is_searched_by_its_path(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "triple.py").write_text(USER_KERNEL)
+    db = tmp_path / "t.db"
+    env = {k: v for k, v in os.environ.items() if k != "TUNEX_KERNELS"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root  # tunex itself; the kernel's folder is on no path
+    cmd = [sys.executable, "-m", "tunex.cli", "search", "mine/triple.py:Triple", "--target",
+           "cpu?repeats=3&warmup=1&flush_kb=64", "--shape", "N=4096", "--budget", "4trials",
+           "--workers", "2", "--db", str(db), "-q"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["kernel"] == "user_triple" and out["trials"] == 4 and out["failures"] == {}
+    # measured in worker processes, which found the kernel by its name
+    export = subprocess.run([sys.executable, "-m", "tunex.cli", "db", "export", "--db", str(db),
+                             "--format", "jsonl"], capture_output=True, text=True, timeout=60,
+                            cwd=tmp_path, env=env)
+    rows = [json.loads(line) for line in export.stdout.splitlines()]
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows), rows
+    assert {r["config"]["UNROLL"] for r in rows} == {1, 2, 4, 8}
+    bad = subprocess.run([sys.executable, "-m", "tunex.cli", "search", "mine/nope.py:Triple",
+                          "--target", "cpu", "--shape", "N=64", "--db", str(db)],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert bad.returncode == 2 and "does not exist" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    (tmp_path / "mine" / "half.py").write_text(USER_KERNEL.split("    def flops")[0])
+    half = subprocess.run([sys.executable, "-m", "tunex.cli", "search", "mine/half.py:Triple",
+                           "--target", "cpu", "--shape", "N=64", "--db", str(db)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert half.returncode == 2 and "must define bytes, flops" in half.stderr
+    nomod = subprocess.run([sys.executable, "-m", "tunex.cli", "search", "nopkg.mod:Triple",
+                            "--target", "cpu", "--shape", "N=64", "--db", str(db)],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert nomod.returncode == 2 and "PYTHONPATH" in nomod.stderr
