@@ -61,16 +61,34 @@ def cmd_search(args: argparse.Namespace) -> int:
             raise TunexError(f"{flag} {seconds} is not allowed: give seconds > 0")
     from tunex.targets import target_class
 
-    cls = target_class(args.target)
     on_ray = args.ray is not None or bool(args.sim_slots) or bool(args.devices)
-    inline = not on_ray and (args.workers == 0 or cls.name == "replay")
-    if not on_ray and not inline:
-        from tunex.cluster import prestart
+    service = None
+    if args.service is not None:
+        from tunex.cluster._service import ServiceExecutor, service_address
 
-        # the workers' fork server imports the target's toolchain while this process builds
-        # the target and its space
-        prestart(getattr(cls, "worker_imports", ()))
-    target = make_target(args.target)
+        if on_ray or args.workers is not None or args.measure_workers is not None:
+            raise TunexError("--service runs the trials in a tunex service, whose workers are "
+                             "its own (tunex serve --workers N): drop --ray, --workers and "
+                             "--measure-workers")
+        if not args.service and not args.target:
+            raise TunexError("--service needs --target (to find that target's service) or "
+                             "the service's socket: --service PATH")
+        address = args.service or service_address(target_class(args.target).name)
+        service = ServiceExecutor(address, spec=args.target or None)
+        target = service.target
+    else:
+        if not args.target:
+            raise TunexError("name the target: --target triton_gpu, cpu, riscv-sim:x280, "
+                             "replay:PATH ... (or --service to use a running tunex serve)")
+        cls = target_class(args.target)
+        inline = not on_ray and (args.workers == 0 or cls.name == "replay")
+        if not on_ray and not inline:
+            from tunex.cluster import prestart
+
+            # the workers' fork server imports the target's toolchain while this process
+            # builds the target and its space
+            prestart(getattr(cls, "worker_imports", ()))
+        target = make_target(args.target)
     if target.name == "replay" and (args.shape or args.kernel):
         raise TunexError("a replay target answers from its recorded space, whose problem is "
                          "fixed: drop the kernel and --shape (they would be ignored)")
@@ -78,7 +96,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     executor: Any
     timeouts = {k: v for k, v in (("build_timeout", args.build_timeout),
                                   ("measure_timeout", args.measure_timeout)) if v}
-    if on_ray:
+    if service is not None:
+        executor = service
+    elif on_ray:
         from tunex.cluster import Device, load_devices, simulator_devices
         from tunex.cluster._ray import RayExecutor, RayOptions
 
@@ -128,6 +148,36 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("tunex: interrupted; every finished trial is saved, run again to resume",
               file=sys.stderr)
         return 130
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from tunex.cluster import LocalOptions, prestart
+    from tunex.cluster._service import Service
+    from tunex.targets import target_class
+
+    for flag, value in (("--workers", args.workers), ("--measure-workers", args.measure_workers)):
+        if value is not None and value < 1:
+            raise TunexError(f"{flag} {value} is not allowed: give a number >= 1")
+    for flag, seconds in (("--build-timeout", args.build_timeout),
+                          ("--measure-timeout", args.measure_timeout)):
+        if seconds is not None and not seconds > 0:
+            raise TunexError(f"{flag} {seconds} is not allowed: give seconds > 0")
+    prestart(getattr(target_class(args.target), "worker_imports", ()))
+    options = {k: v for k, v in (("build_workers", args.workers),
+                                 ("measure_workers", args.measure_workers),
+                                 ("build_timeout", args.build_timeout),
+                                 ("measure_timeout", args.measure_timeout)) if v}
+    service = Service(args.target, LocalOptions(**options), address=args.socket)
+
+    def ready() -> None:
+        ex = service.executor
+        print(f"tunex: serving {args.target} at {service.address} ({ex.options.build_workers} "
+              f"build workers, {ex.slots - ex.options.build_workers} measuring); searches use "
+              f"it with --service; Ctrl-C stops", file=sys.stderr, flush=True)
+
+    service.serve(ready)
+    print(f"tunex: service stopped after {service.clients} searches", file=sys.stderr)
     return 0
 
 
@@ -478,8 +528,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("kernel", nargs="?",
                    help="kernel from the library, or yours as package.module:Class or "
                         "path/to/file.py:Class (not needed for replay)")
-    s.add_argument("--target", required=True,
-                   help="replay:PATH[?noisy=1], triton_gpu, ... (see tunex.targets)")
+    s.add_argument("--target", default=None,
+                   help="replay:PATH[?noisy=1], triton_gpu, cpu, riscv-sim:x280, ... (see "
+                   "tunex.targets); required unless --service names a socket")
     s.add_argument("--shape", help="problem sizes, e.g. M=4096,N=4096,K=4096")
     s.add_argument("--strategy", default="model", help="model, random, exhaustive, optuna:tpe ...")
     s.add_argument("--budget", default="100trials", help="2h, 90m, 500trials, or 2h,500trials")
@@ -500,6 +551,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--devices", default=None, metavar="FILE",
                    help="with --ray: TOML file of [[board]]/[[simulator]] devices "
                    "(see tunex.cluster.load_devices)")
+    s.add_argument("--service", nargs="?", const="", default=None, metavar="SOCKET",
+                   help="run the trials in a running `tunex serve` (warm workers); no SOCKET: "
+                   "the default socket of --target's service")
     s.add_argument("--build-timeout", type=float, default=None, metavar="S",
                    help="seconds before a build is cancelled and recorded as timeout "
                    "(default 300)")
@@ -518,6 +572,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true",
                    help="print the final summary as JSON (no progress, no table)")
     s.set_defaults(fn=cmd_search)
+
+    sv = sub.add_parser("serve", help="keep a target's build and measuring workers warm "
+                        "for searches to use (tunex search --service)")
+    sv.add_argument("--target", required=True, help="the target it runs (triton_gpu, cpu, ...)")
+    sv.add_argument("--workers", type=int, default=None, help="build processes "
+                    "(default: CPUs - 1)")
+    sv.add_argument("--measure-workers", type=int, default=None, metavar="N",
+                    help="measuring processes (default: 1 for a device, every CPU for a "
+                    "simulator)")
+    sv.add_argument("--build-timeout", type=float, default=None, metavar="S")
+    sv.add_argument("--measure-timeout", type=float, default=None, metavar="S")
+    sv.add_argument("--socket", default=None,
+                    help="where it listens (default: service-TARGET.sock in $TUNEX_SERVICE_DIR "
+                    "or ~/.cache/tunex)")
+    sv.set_defaults(fn=cmd_serve)
 
     d = sub.add_parser("db", help="inspect, export and import a tuning database")
     dsub = d.add_subparsers(dest="db_cmd", required=True)

@@ -12,10 +12,12 @@ from tunex.cluster._local import (
     shared_build_pool,
     worker_context,
 )
+from tunex.cluster._service import Service, ServiceExecutor, service_address
 
 __all__ = ["Activity", "BuildPool", "CallerExecutor", "Device", "Executor", "InlineExecutor",
-           "LocalExecutor", "LocalOptions", "RayExecutor", "RayOptions", "load_devices",
-           "prestart", "run_trial", "shared_build_pool", "simulator_devices", "worker_context"]
+           "LocalExecutor", "LocalOptions", "RayExecutor", "RayOptions", "Service",
+           "ServiceExecutor", "load_devices", "prestart", "run_trial", "service_address",
+           "shared_build_pool", "simulator_devices", "worker_context"]
 
 
 def __getattr__(name: str):  # Ray is optional and heavy: import it only when asked for

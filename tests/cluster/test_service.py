@@ -1,0 +1,121 @@
+"""The resident worker service (`tunex serve`) and searches that run their trials in it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests._data import recorded
+from tunex import Database, Status, TargetError, Tuner
+from tunex.cluster import Activity, LocalOptions
+from tunex.cluster._service import Service, ServiceExecutor, service_address
+from tunex.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def service_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUNEX_SERVICE_DIR", str(tmp_path / "svc"))
+    return tmp_path / "svc"
+
+
+def serve(spec: str) -> Service:
+    svc = Service(spec, LocalOptions(build_workers=1, measure_workers=1))
+    threading.Thread(target=svc.serve, daemon=True).start()
+    return svc
+
+
+def test_searches_run_their_trials_in_the_service(service_dir, tmp_path):
+    spec = f"replay:{recorded('pnpoly/RTX_2080_Ti.json.gz')}"
+    svc = serve(spec)
+    try:
+        assert svc.address == service_address("replay")
+        assert (os.stat(svc.address).st_mode & 0o777) == 0o600
+        results = {}
+
+        def search(name: str, seed: int) -> None:
+            with ServiceExecutor(svc.address, spec=spec) as ex, \
+                    Database(tmp_path / f"{name}.db") as db:
+                t = ex.target  # the service's, sent over
+                results[name] = Tuner(t, t.space, db=db, executor=ex, strategy="random",
+                                      seed=seed, budget="12trials").run()
+                results[name + ".activity"] = ex.activity()
+
+        threads = [threading.Thread(target=search, args=(n, i)) for i, n in enumerate("ab")]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+        for n in "ab":  # two searches at once, one service
+            r = results[n]
+            assert r.trials == 12 and r.new_trials == 12 and r.best is not None
+            assert isinstance(results[n + ".activity"], Activity)
+        with pytest.raises(ConfigError, match="runs --target replay"):
+            ServiceExecutor(svc.address, spec="cpu")
+        with pytest.raises(ConfigError, match="already listens"):
+            Service(spec)
+    finally:
+        svc.close()
+    time.sleep(0.2)
+    assert not os.path.exists(svc.address)
+    with pytest.raises(TargetError, match="tunex serve"):
+        ServiceExecutor(svc.address)
+
+
+def test_the_cli_search_uses_a_service_and_says_when_there_is_none(service_dir, tmp_path):
+    path = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "tunex.cli", "search", "--target", f"replay:{path}",
+           "--service", "--budget", "5trials", "--db", str(tmp_path / "c.db"), "-q"]
+    none = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    assert none.returncode == 2 and "tunex serve --target" in none.stderr
+    assert "Traceback" not in none.stderr
+    svc = serve(f"replay:{path}")
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert '"trials": 5' in done.stdout
+    finally:
+        svc.close()
+    both = subprocess.run([*cmd, "--workers", "2"], capture_output=True, text=True, timeout=60,
+                          env=env)
+    assert both.returncode == 2 and "drop --ray, --workers" in both.stderr
+
+
+@pytest.mark.skipif(shutil.which("clang-19") is None, reason="the cpu target needs clang-19")
+def test_a_service_that_dies_mid_search_loses_no_finished_trial(service_dir, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "tunex.cli", "serve", "--target", "cpu",
+                             "--workers", "1"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # "tunex: serving cpu at ..." once it listens
+        assert "serving cpu" in line, line
+        with ServiceExecutor(service_address("cpu"), spec="cpu") as ex, \
+                Database(tmp_path / "k.db") as db:
+            space, wl = ex.target.prepare("sgemm", {"M": 16, "N": 16, "K": 16})
+
+            def kill(m, number):
+                if number == 2:
+                    proc.kill()
+
+            tuner = Tuner(ex.target, space, workload=wl, db=db, executor=ex, seed=0,
+                          strategy="random", budget="40trials", on_trial=kill)
+            with pytest.raises(TargetError, match="went away"):
+                tuner.run()
+            ms = db.measurements(wl)
+        assert sum(m.status is Status.OK for m in ms) >= 2  # finished before the kill: kept
+        lost = [m for m in ms if not m.ok]
+        assert all(m.status is Status.WORKER_LOST for m in lost)  # in flight when it died
+        assert len(ms) < 40
+    finally:
+        proc.kill()
+        proc.wait(10)

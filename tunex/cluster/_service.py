@@ -1,0 +1,290 @@
+"""A resident worker service: build and measuring processes that outlive one command.
+
+Every ``tunex search`` with local workers starts its own: a fork server that imports the
+target's toolchain, the build processes, a measuring process that opens the device. On a GPU
+that costs seconds before the first result (importing torch, creating the CUDA context),
+whatever the search. ``tunex serve --target SPEC`` starts that executor once and keeps it
+warm; ``tunex search ... --service`` sends its trials there, so a search starts measuring
+as soon as its first build is done::
+
+    tunex serve --target triton_gpu --workers 15 &
+    tunex search matmul --service --shape M=4096,N=4096,K=4096 --budget 200trials
+
+The service runs one target (the one it was started with; a search names it by the
+service's socket, ``service-<target>.sock`` under ``$TUNEX_SERVICE_DIR``, default
+``~/.cache/tunex``) and serves any number of searches at once, each through its own
+connection: a Unix socket in a directory only its user may enter, with a key only that user
+can read (messages are pickles, so nobody else may connect). A search's trials behave as with
+a local executor: failures come back as recorded statuses; if the service goes away, the
+trials it was running are ``worker_lost`` and the search stops with an error that says how
+to restart it (every finished trial is in the database already).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import logging
+import os
+import queue
+import secrets
+import signal
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from multiprocessing.connection import Client, Connection, Listener
+from pathlib import Path
+from typing import Any
+
+from tunex.cluster._base import Activity, Executor
+from tunex.cluster._local import LocalExecutor, LocalOptions
+from tunex.errors import ConfigError, TargetError
+from tunex.trial import Config, Measurement, Status, Workload
+
+__all__ = ["Service", "ServiceExecutor", "service_address"]
+
+log = logging.getLogger("tunex.service")
+
+
+def _folder() -> Path:
+    folder = Path(os.environ.get("TUNEX_SERVICE_DIR") or "~/.cache/tunex").expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def service_address(target_name: str) -> str:
+    """The default socket of the service of a target (by the target's name: ``triton_gpu``,
+    ``cpu``, ``riscv-sim``...)."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in target_name)
+    return str(_folder() / f"service-{safe}.sock")
+
+
+def _key() -> bytes:
+    """The key every connection proves it holds: a file readable by this user only."""
+    path = _folder() / "service.key"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        key = secrets.token_bytes(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(key)
+        return key
+    except FileExistsError:  # another process wrote it meanwhile
+        return path.read_bytes()
+
+
+class Service:
+    """The server half: a :class:`~tunex.cluster.LocalExecutor` of ``target`` behind a socket.
+
+    Args:
+        spec: the target string (``triton_gpu``, ``cpu``, ``riscv-sim:x280``...).
+        options: the executor's workers and timeouts.
+        address: the socket (default :func:`service_address` of the target's name).
+    """
+
+    def __init__(self, spec: str, options: LocalOptions | None = None,
+                 address: str | None = None) -> None:
+        from tunex.targets import make_target
+
+        self.spec = spec
+        self.target = make_target(spec)
+        self.address = address or service_address(self.target.name)
+        if os.path.exists(self.address):
+            try:  # a live service answers; a dead one's socket is left over
+                Client(self.address, family="AF_UNIX", authkey=_key()).close()
+            except OSError:
+                os.unlink(self.address)
+            else:
+                raise ConfigError(f"a tunex service already listens at {self.address}: stop it "
+                                  "first, or give another --socket")
+        self.executor = LocalExecutor(self.target, options)
+        os.makedirs(os.path.dirname(self.address) or ".", exist_ok=True)
+        self.listener = Listener(self.address, family="AF_UNIX", authkey=_key())
+        os.chmod(self.address, 0o600)
+        self._closed = threading.Event()
+        self.clients = 0
+
+    def serve(self, ready: Callable[[], None] | None = None) -> None:
+        """Accept searches until :meth:`close` (or SIGTERM / SIGINT in the main thread)."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.close())
+        if ready is not None:
+            ready()
+        while not self._closed.is_set():
+            try:
+                conn = self.listener.accept()
+            except OSError:  # closed, or a client that did not prove the key
+                if self._closed.is_set():
+                    break
+                continue
+            self.clients += 1
+            threading.Thread(target=self._client, args=(conn,), daemon=True).start()
+        self.executor.close()
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        try:
+            self.listener.close()
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(self.address)
+
+    def _client(self, conn: Connection) -> None:
+        lock = threading.Lock()
+        running: dict[int, Future[Measurement]] = {}
+
+        def send(msg: tuple[Any, ...]) -> None:
+            with lock, contextlib.suppress(OSError, ValueError):  # or the search went away
+                conn.send(msg)
+
+        def done(i: int, fut: Future[Measurement]) -> None:
+            running.pop(i, None)
+            if fut.cancelled():
+                return
+            exc = fut.exception()
+            send(("result", i, None if exc is not None else fut.result(), exc))
+
+        send(("hello", {"spec": self.spec, "target": self.target,
+                        "slots": self.executor.slots, "pid": os.getpid()}))
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                break
+            kind = msg[0]
+            if kind == "submit":
+                _, i, workload, config = msg
+                fut = self.executor.submit(workload, config)
+                running[i] = fut
+                fut.add_done_callback(functools.partial(done, i))
+            elif kind == "cancel":
+                gone = running.pop(msg[1], None)
+                if gone is not None:
+                    gone.cancel()
+            elif kind == "activity":
+                send(("activity", self.executor.activity()))
+            elif kind == "bye":
+                break
+        for left in list(running.values()):
+            left.cancel()
+        conn.close()
+
+
+class ServiceExecutor(Executor):
+    """The search's half: an :class:`Executor` whose trials run in a :class:`Service`.
+
+    Its :attr:`target` is the service's (sent over at connection, without its device state),
+    so a search builds its space and workload as the service's workers will.
+
+    Args:
+        address: the service's socket.
+        spec: the target the search means (``None``: whatever the service runs); a service
+            of another target is a :class:`~tunex.errors.ConfigError`.
+
+    Raises:
+        TargetError: no service listens at ``address``.
+    """
+
+    def __init__(self, address: str, spec: str | None = None) -> None:
+        self.address = address
+        try:
+            self._conn = Client(address, family="AF_UNIX", authkey=_key())
+            _kind, hello = self._conn.recv()
+        except (OSError, EOFError) as e:
+            raise TargetError(f"no tunex service at {address} ({e.__class__.__name__}): start "
+                              "one with `tunex serve --target TARGET`") from None
+        if spec is not None and spec != hello["spec"]:
+            self._conn.close()
+            raise ConfigError(f"the service at {address} runs --target {hello['spec']}, not "
+                              f"{spec}: start one for {spec} (tunex serve --target {spec} "
+                              "--socket PATH) or drop --target")
+        self.spec: str = hello["spec"]
+        self.target = hello["target"]
+        self.slots = int(hello["slots"])
+        self._lock = threading.Lock()
+        self._futures: dict[int, tuple[Future[Measurement], Config]] = {}
+        self._ids = itertools.count()
+        self._activity: queue.Queue[Activity] = queue.Queue()
+        self._gone: str | None = None
+        self._closing = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _send(self, msg: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._conn.send(msg)
+
+    def submit(self, workload: Workload, config: Config) -> Future[Measurement]:
+        fut: Future[Measurement] = Future()
+        if self._gone is not None:
+            fut.set_exception(TargetError(self._gone))
+            return fut
+        i = next(self._ids)
+        self._futures[i] = (fut, config)
+        try:
+            self._send(("submit", i, workload, config))
+        except (OSError, ValueError):
+            self._futures.pop(i, None)
+            fut.set_exception(TargetError(self._lost()))
+            return fut
+        fut.add_done_callback(lambda f: self._cancel(i) if f.cancelled() else None)
+        return fut
+
+    def _cancel(self, i: int) -> None:
+        if self._futures.pop(i, None) is not None and self._gone is None:
+            with contextlib.suppress(OSError, ValueError):
+                self._send(("cancel", i))
+
+    def _lost(self) -> str:
+        self._gone = (f"the tunex service at {self.address} went away; its finished trials are "
+                      "recorded: restart it (tunex serve --target "
+                      f"{self.spec}) and run the search again to resume")
+        return self._gone
+
+    def _read(self) -> None:
+        while True:
+            try:
+                msg = self._conn.recv()
+            except (EOFError, OSError):
+                break
+            if msg[0] == "result":
+                _, i, m, exc = msg
+                entry = self._futures.pop(i, None)
+                if entry is None:
+                    continue
+                with contextlib.suppress(InvalidStateError):  # cancelled meanwhile
+                    if exc is not None:
+                        entry[0].set_exception(exc)
+                    else:
+                        entry[0].set_result(m)
+            elif msg[0] == "activity":
+                self._activity.put(msg[1])
+        if self._gone is None and not self._closing:
+            why = self._lost()
+            for fut, config in list(self._futures.values()):  # running when it went away
+                with contextlib.suppress(InvalidStateError):
+                    fut.set_result(Measurement.failed(config, Status.WORKER_LOST, why,
+                                                      worker="service"))
+            self._futures.clear()
+
+    def activity(self) -> Activity | None:
+        if self._gone is not None:
+            return None
+        try:
+            self._send(("activity",))
+            return self._activity.get(timeout=1.0)
+        except (OSError, ValueError, queue.Empty):
+            return None
+
+    def close(self) -> None:
+        self._closing = True
+        for fut, _ in list(self._futures.values()):
+            fut.cancel()
+        with contextlib.suppress(OSError, ValueError):
+            self._send(("bye",))
+        self._conn.close()
