@@ -12,6 +12,11 @@ takes), which bounds what any loop could do.
 ``--tree NAME=PATH`` (repeatable) runs the same command from other source trees (e.g. an older
 checkout) in the same session, interleaved round by round, so before/after compare side by side.
 
+``--service`` measures the same search sent to a resident worker service instead: for each
+worker count a ``tunex serve --workers W`` is started, warmed by one short search of another
+shape (``--warm-shape``), its Triton cache emptied, and then the measured command runs with
+``--service`` (a cold Triton cache, as above, but warm processes).
+
 Usage: ``python benchmarks/search_throughput.py --workers 1,15 --rounds 2 --out results.json``
 """
 
@@ -33,16 +38,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_once(tree: Path, workers: int, args: argparse.Namespace) -> dict[str, Any]:
+def run_once(tree: Path, workers: int, args: argparse.Namespace,
+             service: tuple[str, dict[str, str]] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tunex-tp-") as tmp:
         db = os.path.join(tmp, "run.db")
         env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(tmp, "triton-cache"),
                    TUNEX_DB=db, PYTHONPATH=os.pathsep.join(
                        p for p in (args.site, str(tree)) if p))
+        where = ["--workers", str(workers)]
+        if service is not None:  # the service's workers, with its environment
+            where = ["--service", service[0]]
+            env = dict(service[1], TUNEX_DB=db)
         cmd = [sys.executable, "-m", "tunex.cli", "search", args.kernel, "--target",
                args.target, "--shape", args.shape, "--strategy", args.strategy, "--budget",
-               args.budget, "--seed", str(args.seed), "--workers", str(workers), "--db", db,
-               "--json"]
+               args.budget, "--seed", str(args.seed), *where, "--db", db, "--json"]
         t0 = time.time()
         proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True,
                               timeout=args.timeout)
@@ -67,6 +76,46 @@ def run_once(tree: Path, workers: int, args: argparse.Namespace) -> dict[str, An
             "s_per_trial_after_first": None if steady is None else round(steady, 4),
             "compile_s_total": round(compile_s, 2), "gpu_s": round(gpu_s, 3),
             "trials_per_s": round(len(rows) / wall, 2), "best_ms": summary.get("best_ms")}
+
+
+def run_service(tree: Path, workers: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The measured search sent to a warm ``tunex serve`` of ``workers`` build workers."""
+    import shutil
+    import signal
+
+    with tempfile.TemporaryDirectory(prefix="tunex-tps-") as tmp:
+        cache = os.path.join(tmp, "triton-cache")
+        sock = os.path.join(tmp, "service.sock")
+        env = dict(os.environ, TRITON_CACHE_DIR=cache, TUNEX_SERVICE_DIR=tmp,
+                   PYTHONPATH=os.pathsep.join(p for p in (args.site, str(tree)) if p))
+        t_start = time.time()
+        server = subprocess.Popen([sys.executable, "-m", "tunex.cli", "serve", "--target",
+                                   args.target, "--workers", str(workers), "--socket", sock],
+                                  env=env, cwd=tmp, stderr=subprocess.PIPE, text=True)
+        try:
+            assert server.stderr is not None
+            line = server.stderr.readline()
+            if "serving" not in line:
+                return {"workers": workers, "rc": 1, "wall_s": 0.0, "stderr": line}
+            started = time.time() - t_start
+            warm = subprocess.run(
+                [sys.executable, "-m", "tunex.cli", "search", args.kernel, "--target",
+                 args.target, "--shape", args.warm_shape, "--strategy", "random", "--budget",
+                 "8trials", "--service", sock, "--db", os.path.join(tmp, "warm.db"), "--json"],
+                env=env, cwd=tmp, capture_output=True, text=True, timeout=args.timeout)
+            if warm.returncode != 0:
+                return {"workers": workers, "rc": warm.returncode, "wall_s": 0.0,
+                        "stderr": warm.stderr[-3000:]}
+            shutil.rmtree(cache, ignore_errors=True)  # the measured search compiles cold
+            r = run_once(tree, workers, args, service=(sock, env))
+            r["service_start_s"] = round(started, 2)
+            return r
+        finally:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
 
 
 PROBE = r"""
@@ -134,6 +183,10 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--probe", type=int, default=0,
                     help="also time N builds and measurements one by one in one process")
+    ap.add_argument("--service", action="store_true",
+                    help="send the measured search to a warm `tunex serve` (see above)")
+    ap.add_argument("--warm-shape", default="M=1024,N=1024,K=1024",
+                    help="(--service) the shape of the search that warms the service")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree) or {"current": str(ROOT)}
@@ -150,7 +203,8 @@ def main() -> int:
             order.reverse()
         for name, path in order:
             for w in counts:
-                r = run_once(Path(path).resolve(), w, args)
+                run = run_service if args.service else run_once
+                r = run(Path(path).resolve(), w, args)
                 r.update(tree=name, round=rnd)
                 runs.append(r)
                 print(json.dumps(r), flush=True)
