@@ -171,3 +171,77 @@ def test_target_pickles_without_device_state(sm90: TritonGPUTarget) -> None:
 def test_unknown_load_mode_is_refused() -> None:
     with pytest.raises(TargetError, match="load=binary"):
         make_target("triton_gpu:sm_90?load=bogus")
+
+
+USER_TRITON_KERNEL = '''
+import triton
+import triton.language as tl
+
+from kernels._base import TritonKernel
+from tunex.space import Pow2, Space
+
+
+@triton.jit
+def twice_kernel(y_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, 2 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+class Twice(TritonKernel):
+    name = "user_twice"
+    dims = ("N",)
+    dim_args = {"N": "n"}
+    dtype_arg = "x_ptr"
+    dtypes = ("float32",)
+
+    @property
+    def fn(self):
+        return twice_kernel
+
+    def space(self):
+        return Space([Pow2("BLOCK", 64, 1024, default=256), Pow2("num_warps", 1, 4, default=4)],
+                     name="user_twice")
+
+    def make_inputs(self, problem, device="cuda", seed=0):
+        import torch
+
+        x = torch.empty(problem["N"], device=device) if device == "meta" else (
+            torch.randn(problem["N"], generator=torch.Generator().manual_seed(seed)).to(device))
+        return {"x": x, "y": torch.empty(problem["N"], device=device)}
+
+    def outputs(self, inputs):
+        return (inputs["y"],)
+
+    def args(self, inputs, problem, config):
+        return {"y_ptr": inputs["y"], "x_ptr": inputs["x"], "n": problem["N"],
+                **self.constexprs(config)}
+
+    def grid(self, problem, config):
+        return (triton.cdiv(problem["N"], config["BLOCK"]),)
+
+    def reference(self, inputs, problem):
+        return (2 * inputs["x"],)
+
+    def flops(self, problem):
+        return problem["N"]
+
+    def bytes(self, problem):
+        return 8.0 * problem["N"]
+'''
+
+
+def test_a_users_triton_kernel_file_builds_in_the_workers(sm90: TritonGPUTarget, tmp_path,
+                                                          monkeypatch) -> None:
+    from tunex.cluster import BuildPool
+
+    monkeypatch.setenv("TUNEX_KERNELS", "")  # restored after: the spec adds the kernel to it
+    (tmp_path / "twice.py").write_text(USER_TRITON_KERNEL)
+    space, wl = sm90.prepare(str(tmp_path / "twice.py") + ":Twice", {"N": 10_000})
+    assert wl.kernel == "user_twice" and space.size == 15
+    pool = BuildPool(1, timeout=120)  # a worker process: it finds the kernel by its name
+    try:
+        art = pool.submit("t", sm90, wl, Config({"BLOCK": 128, "num_warps": 2})).result(120)
+    finally:
+        pool.close()
+    assert art.status is Status.OK, art.error
+    assert art.payload.cubin[:4] == b"\x7fELF"
