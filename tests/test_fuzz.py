@@ -216,7 +216,7 @@ def test_fuzz_budgets(text) -> None:
 
 FLAGS = ["--budget", "--strategy", "--seed", "--batch", "--workers", "--shape", "--target",
          "--db", "--measure-timeout", "--build-timeout", "--sim-slots", "--devices", "-q", "-v",
-         "--ray", "--format", "--workload", "--kernel", "-o", "--json", "--help"]
+         "--ray", "--format", "--workload", "--kernel", "-o", "--json", "--help", "--service"]
 VALUES = ["3trials", "0", "-1", "abc", "1e9", "", "replay:", "replay:/nonexistent",
           "cpu?repeats=0", "model", "optuna:nope", "M=-4", "M=4,N", "2trials,1s", "nan",
           "999999999999999999999", ":memory:", "riscv-sim:z99", "postgresql://x@127.0.0.1:1/x"]
