@@ -66,10 +66,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.service is not None:
         from tunex.cluster._service import ServiceExecutor, service_address
 
-        if on_ray or args.workers is not None or args.measure_workers is not None:
-            raise TunexError("--service runs the trials in a tunex service, whose workers are "
-                             "its own (tunex serve --workers N): drop --ray, --workers and "
-                             "--measure-workers")
+        if on_ray or any(v is not None for v in (args.workers, args.measure_workers,
+                                                   args.build_timeout, args.measure_timeout)):
+            raise TunexError("--service runs the trials in a tunex service, whose workers and "
+                             "timeouts are its own (tunex serve --workers N --build-timeout S "
+                             "...): drop --ray, --workers, --measure-workers and the timeouts")
         if not args.service and not args.target:
             raise TunexError("--service needs --target (to find that target's service) or "
                              "the service's socket: --service PATH")
