@@ -296,7 +296,7 @@ class ModelSearch(SearchStrategy):
         for m in ok[:8]:  # local moves around the leaders
             pool.update(self.space.neighbours(m.config))
             pool.update(self._mutate(m.config, ok))
-        return [c for c in pool if self._fresh(c)]
+        return sorted((c for c in pool if self._fresh(c)), key=lambda c: c.key)  # reproducible
 
     def _mutate(self, config: Config, ok: list[Measurement], k: int = 16) -> list[Config]:
         """Crossover with other good configs plus random resets of one or two parameters."""
@@ -348,7 +348,7 @@ class ModelSearch(SearchStrategy):
                 if self._fresh(c) and c not in taken}
         if not near or self._model is None:
             return None
-        cands = list(near)
+        cands = sorted(near, key=lambda c: c.key)  # a set's order varies between processes
         scores = self._model.predict(np.vstack([self._row(c) for c in cands]))
         return cands[int(np.argmax(scores))]
 
