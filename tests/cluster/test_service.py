@@ -62,6 +62,8 @@ def test_searches_run_their_trials_in_the_service(service_dir, tmp_path):
             ServiceExecutor(svc.address, spec="cpu")
         with pytest.raises(ConfigError, match="already listens"):
             Service(spec)
+        with pytest.raises(ConfigError, match="too long"):
+            Service(spec, address=str(tmp_path / ("x" * 120) / "s.sock"))
     finally:
         svc.close()
     time.sleep(0.2)

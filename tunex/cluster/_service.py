@@ -99,10 +99,23 @@ class Service:
             else:
                 raise ConfigError(f"a tunex service already listens at {self.address}: stop it "
                                   "first, or give another --socket")
-        self.executor = LocalExecutor(self.target, options)
-        os.makedirs(os.path.dirname(self.address) or ".", exist_ok=True)
-        self.listener = Listener(self.address, family="AF_UNIX", authkey=_key())
-        os.chmod(self.address, 0o600)
+        if len(os.fsencode(self.address)) > 100:  # sockaddr_un holds 108 bytes
+            raise ConfigError(f"the socket path {self.address} is too long for a Unix socket "
+                              "(at most 100 bytes): give a shorter --socket or TUNEX_SERVICE_DIR")
+        try:
+            os.makedirs(os.path.dirname(self.address) or ".", exist_ok=True)
+            self.listener = Listener(self.address, family="AF_UNIX", authkey=_key())
+            os.chmod(self.address, 0o600)
+        except OSError as e:
+            raise ConfigError(f"cannot listen at {self.address} ({e.strerror or e}): give "
+                              "another --socket or TUNEX_SERVICE_DIR") from None
+        try:
+            self.executor = LocalExecutor(self.target, options)
+        except BaseException:
+            self.listener.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.address)
+            raise
         self._closed = threading.Event()
         self.clients = 0
 
