@@ -173,8 +173,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def ready() -> None:
         ex = service.executor
-        print(f"tunex: serving {args.target} at {service.address} ({ex.options.build_workers} "
-              f"build workers, {ex.slots - ex.options.build_workers} measuring); searches use "
+        builds, measures = ex.options.build_workers, ex.slots - ex.options.build_workers
+        print(f"tunex: serving {args.target} at {service.address} ({builds} build "
+              f"{'worker' if builds == 1 else 'workers'}, {measures} measuring); searches use "
               f"it with --service; Ctrl-C stops", file=sys.stderr, flush=True)
 
     service.serve(ready)
