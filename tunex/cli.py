@@ -42,23 +42,17 @@ def _load_kernel(name: str | None) -> Any:
 def cmd_search(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tunex.cluster import InlineExecutor, LocalExecutor, LocalOptions
+    from tunex.cluster import InlineExecutor, LocalExecutor
     from tunex.db import Database
     from tunex.targets import make_target
     from tunex.tuner import Budget, Tuner
 
     console = Console(stderr=True)
     budget = Budget.parse(args.budget)
-    for flag, value, least in (("--batch", args.batch, 1), ("--workers", args.workers, 0),
-                               ("--measure-workers", args.measure_workers, 1),
-                               ("--seed", args.seed, 0), ("--patience", args.patience, 1),
-                               ("--sim-slots", args.sim_slots, 1)):
-        if value is not None and value < least:
-            raise TunexError(f"{flag} {value} is not allowed: give a number >= {least}")
-    for flag, seconds in (("--build-timeout", args.build_timeout),
-                          ("--measure-timeout", args.measure_timeout)):
-        if seconds is not None and not seconds > 0:
-            raise TunexError(f"{flag} {seconds} is not allowed: give seconds > 0")
+    _check_numbers(args, workers_least=0, more=(("--batch", args.batch, 1),
+                                                ("--seed", args.seed, 0),
+                                                ("--patience", args.patience, 1),
+                                                ("--sim-slots", args.sim_slots, 1)))
     from tunex.targets import target_class
 
     on_ray = args.ray is not None or bool(args.sim_slots) or bool(args.devices)
@@ -115,9 +109,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     elif inline:
         executor = InlineExecutor(target)
     else:
-        workers = {k: v for k, v in (("build_workers", args.workers),
-                                     ("measure_workers", args.measure_workers)) if v}
-        executor = LocalExecutor(target, LocalOptions(**workers, **timeouts))
+        executor = LocalExecutor(target, _local_options(args))
     quiet = args.quiet or args.json
     with Database(args.db) as db, executor:
         hooks: list[Any] = ([] if quiet or console.is_terminal
@@ -152,24 +144,37 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from tunex.cluster import LocalOptions, prestart
-    from tunex.cluster._service import Service
-    from tunex.targets import target_class
-
-    for flag, value in (("--workers", args.workers), ("--measure-workers", args.measure_workers)):
-        if value is not None and value < 1:
-            raise TunexError(f"{flag} {value} is not allowed: give a number >= 1")
+def _check_numbers(args: argparse.Namespace, workers_least: int,
+                   more: tuple[tuple[str, Any, int], ...] = ()) -> None:
+    """Worker counts, timeouts and ``more`` (flag, value, least) are in range, or one line."""
+    for flag, value, least in (("--workers", args.workers, workers_least),
+                               ("--measure-workers", args.measure_workers, 1), *more):
+        if value is not None and value < least:
+            raise TunexError(f"{flag} {value} is not allowed: give a number >= {least}")
     for flag, seconds in (("--build-timeout", args.build_timeout),
                           ("--measure-timeout", args.measure_timeout)):
         if seconds is not None and not seconds > 0:
             raise TunexError(f"{flag} {seconds} is not allowed: give seconds > 0")
+
+
+def _local_options(args: argparse.Namespace) -> Any:
+    """The local executor's options from the flags (unset ones keep their defaults)."""
+    from tunex.cluster import LocalOptions
+
+    return LocalOptions(**{k: v for k, v in (("build_workers", args.workers),
+                                             ("measure_workers", args.measure_workers),
+                                             ("build_timeout", args.build_timeout),
+                                             ("measure_timeout", args.measure_timeout)) if v})
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from tunex.cluster import prestart
+    from tunex.cluster._service import Service
+    from tunex.targets import target_class
+
+    _check_numbers(args, workers_least=1)
     prestart(getattr(target_class(args.target), "worker_imports", ()))
-    options = {k: v for k, v in (("build_workers", args.workers),
-                                 ("measure_workers", args.measure_workers),
-                                 ("build_timeout", args.build_timeout),
-                                 ("measure_timeout", args.measure_timeout)) if v}
-    service = Service(args.target, LocalOptions(**options), address=args.socket)
+    service = Service(args.target, _local_options(args), address=args.socket)
 
     def ready() -> None:
         ex = service.executor

@@ -484,8 +484,10 @@ def _from_spec(spec: str) -> Kernel:
     """The kernel a ``module:Class`` or ``file.py:Class`` spec names, registered under its
     ``name`` here and, through ``TUNEX_KERNELS``, in the worker processes started later."""
     module, _, attr = spec.rpartition(":")
-    if module.endswith(".py"):
+    if module.endswith(".py"):  # workers may start elsewhere: the registry keeps it absolute
         spec = f"{os.path.abspath(module)}:{attr}"
+    if "," in spec or "=" in spec:  # TUNEX_KERNELS's separators
+        raise ConfigError(f"{spec!r}: a kernel path may not contain ',' or '='")
     cls = _import_class(spec)
     if not (isinstance(cls, type) and issubclass(cls, Kernel)):
         raise ConfigError(f"{spec!r} is not a tunex Kernel class (subclass tunex.kernel.CKernel "
@@ -499,8 +501,6 @@ def _from_spec(spec: str) -> Kernel:
     if not isinstance(name, str) or not name.isidentifier():
         raise ConfigError(f"{spec!r}: a kernel class needs a `name` attribute that is an "
                           f"identifier, not {name!r}")
-    if "," in spec or "=" in spec:
-        raise ConfigError(f"{spec!r}: a kernel path may not contain ',' or '='")
     _load()
     _REGISTRY[name] = spec
     _INSTANCES[name] = kernel

@@ -286,15 +286,16 @@ class BuildPool:
                ) -> Future[Artifact]:
         """Build ``config`` with ``builder`` (kept by worker processes under ``key``)."""
         fut: Future[Artifact] = Future()
+        what = (key, workload.key, config.key)
         with self._lock:
-            kept = self._kept.get((key, workload.key, config.key))
+            kept = self._kept.get(what)
             if kept is not None:
-                self._kept.move_to_end((key, workload.key, config.key))
+                self._kept.move_to_end(what)
+            else:
+                self._queued += 1
         if kept is not None:
             fut.set_result(kept)
             return fut
-        with self._lock:
-            self._queued += 1
         fut.add_done_callback(self._dropped)
         self._jobs.put((key, builder, workload, config, fut))
         return fut
