@@ -462,6 +462,15 @@ def _import_class(path: str) -> Any:
             except SyntaxError as e:
                 sys.modules.pop(name, None)
                 raise ConfigError(f"kernel file {module!r} does not compile: {e}") from None
+            except Exception as e:  # the user's module failed: say where, in one line
+                sys.modules.pop(name, None)
+                import traceback
+
+                where = [f for f in traceback.extract_tb(e.__traceback__)
+                         if os.path.abspath(f.filename) == file]
+                at = f" (line {where[-1].lineno})" if where else ""
+                raise ConfigError(f"kernel file {module!r} failed to load{at}: "
+                                  f"{type(e).__name__}: {e}") from None
             except BaseException:
                 sys.modules.pop(name, None)
                 raise

@@ -157,3 +157,10 @@ def test_a_users_kernel_file_is_searched_by_its_path(tmp_path):
                             "--target", "cpu", "--shape", "N=64", "--db", str(db)],
                            capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
     assert nomod.returncode == 2 and "PYTHONPATH" in nomod.stderr
+    (tmp_path / "mine" / "needs.py").write_text("import numpy\nimport no_such_package_here\n")
+    needs = subprocess.run([sys.executable, "-m", "tunex.cli", "search", "mine/needs.py:Triple",
+                            "--target", "cpu", "--shape", "N=64", "--db", str(db)],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert needs.returncode == 2 and "Traceback" not in needs.stderr
+    assert "(line 2): ModuleNotFoundError" in needs.stderr
+    assert "no_such_package_here" in needs.stderr
