@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -278,6 +279,8 @@ class Tuner:
                 fut.cancel()
             bar.close()
             claims.release()
+            if sys.exc_info()[0] is not None:  # an error ends the run: stop the heartbeat too
+                claims.close()
         try:
             if reserve > 0 and stopped != "interrupted":
                 new += self._remeasure(reserve, claims)
