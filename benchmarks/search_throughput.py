@@ -23,6 +23,7 @@ Usage: ``python benchmarks/search_throughput.py --workers 1,15 --rounds 2 --out 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import platform
@@ -52,6 +53,8 @@ def run_once(tree: Path, workers: int, args: argparse.Namespace,
         cmd = [sys.executable, "-m", "tunex.cli", "search", args.kernel, "--target",
                args.target, "--shape", args.shape, "--strategy", args.strategy, "--budget",
                args.budget, "--seed", str(args.seed), *where, "--db", db, "--json"]
+        if args.batch:
+            cmd += ["--batch", str(args.batch)]
         t0 = time.time()
         proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True,
                               timeout=args.timeout)
@@ -75,7 +78,11 @@ def run_once(tree: Path, workers: int, args: argparse.Namespace,
             "first_result_s": round(ended[0], 2), "last_result_s": round(ended[-1], 2),
             "s_per_trial_after_first": None if steady is None else round(steady, 4),
             "compile_s_total": round(compile_s, 2), "gpu_s": round(gpu_s, 3),
-            "trials_per_s": round(len(rows) / wall, 2), "best_ms": summary.get("best_ms")}
+            "trials_per_s": round(len(rows) / wall, 2), "best_ms": summary.get("best_ms"),
+            "batch": args.batch,
+            # per trial, in the order they ended: submitted, ended (s from the start), compile s
+            "timeline": [(round(r[0] - t0, 3), round(r[1] - t0, 3), round((r[2] or 0) / 1e3, 3))
+                         for r in rows]}
 
 
 def run_service(tree: Path, workers: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -187,9 +194,17 @@ def main() -> int:
                     help="send the measured search to a warm `tunex serve` (see above)")
     ap.add_argument("--warm-shape", default="M=1024,N=1024,K=1024",
                     help="(--service) the shape of the search that warms the service")
+    ap.add_argument("--batch", type=int, default=0,
+                    help="trials in flight (--batch of the command; default: its own)")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree) or {"current": str(ROOT)}
+    # bytecode as an installed package has it (pip compiles at install): a command's start
+    # must not be Python compiling sources (wheels unpacked with --no-compile, a fresh tree)
+    for where in [args.site, *(os.path.join(p, d) for p in trees.values()
+                                for d in ("tunex", "kernels"))]:
+        if where and os.path.isdir(where):
+            compileall.compile_dir(where, quiet=1, workers=0)
     probes = {}
     if args.probe:
         for name, path in trees.items():

@@ -110,7 +110,9 @@ class Tuner:
         strategy: a strategy name (``"model"``, ``"optuna:tpe"``...) or instance.
         budget: a :class:`Budget` or budget string.
         executor: where trials run (default: in this process).
-        batch: trials kept in flight (default: the executor's slots).
+        batch: trials kept in flight (default: the executor's slots); trials built and
+            waiting for a device do not count, up to another batch of them (see
+            :meth:`~tunex.cluster.Executor.built`), so builders never wait for measurements.
         seed: seed of the strategy.
         patience: stop after this many trials without a 1% improvement.
         remeasure: trials kept aside (within the budget) to measure again the leaders within 3%
@@ -211,10 +213,14 @@ class Tuner:
                         done[m.config] = m
                         self.strategy.tell([m])
                 room = math.inf if limit is None else (0 if full else limit - used)
-                want = int(min(self.batch - len(running), room))
+                # a trial built and waiting for a device holds no build worker: start the
+                # next build meanwhile (at most a second batch of them waiting)
+                spare = min(self.executor.built(running), self.batch) if running else 0
+                want = int(min(self.batch + spare - len(running), room))
                 if want > 0:
                     asked: list[Config] | None
-                    if first:  # pending for the strategy, so it does not propose them too
+                    given = bool(first)
+                    if given:  # pending for the strategy, so it does not propose them too
                         asked, first = first[:want], first[want:]
                         self.strategy.pending.update(asked)
                     else:
@@ -241,6 +247,8 @@ class Tuner:
                                 running[self.executor.submit(self.workload, c)] = c
                             else:
                                 elsewhere.add(c)
+                        if given:  # fill the rest of the batch from the strategy, not later
+                            continue
                         if not running:
                             if full:
                                 stopped = "trial budget"

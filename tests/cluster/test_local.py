@@ -136,6 +136,67 @@ def test_activity_counts_builds_and_measurements_in_flight(tmp_path):
         ex.close()
 
 
+def test_builders_keep_building_while_built_trials_wait_for_the_device(tmp_path):
+    """A trial built and waiting for a device holds no build worker: the tuner starts the
+    next builds (up to a second batch waiting), so builders never idle behind the device."""
+    import threading
+
+    from tunex import Database, Tuner
+    from tunex.space import Int, Space
+
+    (tmp_path / "build").touch()  # builds are instant; measurements wait for the gate
+    target = GateTarget(tmp_path)
+    ex = LocalExecutor(target, LocalOptions(build_workers=2, measure_workers=1,
+                                            build_timeout=60, measure_timeout=60))
+    assert ex.slots == 3
+    space = Space([Int("a", 0, 39)])
+    out = {}
+    with Database("sqlite://") as db:
+        tuner = Tuner(target, space, workload=W, db=db, executor=ex, strategy="random",
+                      seed=0, budget="20trials")
+        th = threading.Thread(target=lambda: out.setdefault("r", tuner.run()), daemon=True)
+        th.start()
+        try:
+            # 3 slots, and 3 more for the built ones waiting: 1 measuring + 5 queued
+            until(lambda: ex.activity() == Activity(0, 0, 5, {"device": 1}),
+                  "a second batch built while the device is busy")
+            time.sleep(0.3)
+            assert ex.activity() == Activity(0, 0, 5, {"device": 1})  # and no more than that
+            (tmp_path / "measure").touch()
+            th.join(60)
+        finally:
+            (tmp_path / "measure").touch()
+            ex.close()
+    assert out["r"].new_trials == 20 and out["r"].best is not None
+
+
+def test_the_configs_given_first_and_the_strategys_fill_one_batch(tmp_path):
+    """The kernel's default (given first) does not go out alone: the strategy's proposals
+    fill the rest of the batch at once, before any build is done."""
+    import threading
+
+    from tunex import Database, Tuner
+    from tunex.space import Int, Space
+
+    target = GateTarget(tmp_path)  # builds wait for the gate
+    ex = LocalExecutor(target, LocalOptions(build_workers=2, measure_workers=1,
+                                            build_timeout=60, measure_timeout=60))
+    with Database("sqlite://") as db:
+        tuner = Tuner(target, Space([Int("a", 0, 39)]), workload=W, db=db, executor=ex,
+                      strategy="random", seed=0, budget="6trials", first=[Config(a=7)])
+        th = threading.Thread(target=tuner.run, daemon=True)
+        th.start()
+        try:
+            until(lambda: ex.activity() == Activity(1, 2, 0, {"device": 0}),
+                  "a whole batch in flight (2 building, 1 queued)")
+        finally:
+            (tmp_path / "build").touch()
+            (tmp_path / "measure").touch()
+            th.join(60)
+            ex.close()
+        assert Config(a=7) in {m.config for m in db.measurements(W)}
+
+
 class CallerTarget(Target):
     """Builds anywhere (reports the process); measures, reporting the measuring thread."""
 

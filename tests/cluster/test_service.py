@@ -121,3 +121,37 @@ def test_a_service_that_dies_mid_search_loses_no_finished_trial(service_dir, tmp
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_a_search_through_a_service_builds_ahead_while_the_device_is_busy(service_dir, tmp_path):
+    """The service says when a trial's build is done, so the search starts the next builds
+    while built trials wait for the device (as with its own workers)."""
+    from tests.cluster._fake_targets import GateTarget, until
+    from tunex.cluster import LocalExecutor
+    from tunex.space import Int, Space
+    from tunex.trial import Workload
+
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "build").touch()
+    svc = Service(f"replay:{recorded('pnpoly/RTX_2080_Ti.json.gz')}")
+    svc.executor.close()  # a service of a test target (a spec names only registered ones)
+    svc.target = GateTarget(gates)
+    svc.executor = LocalExecutor(svc.target, LocalOptions(build_workers=2, measure_workers=1))
+    threading.Thread(target=svc.serve, daemon=True).start()
+    out = {}
+    try:
+        with ServiceExecutor(svc.address) as ex, Database(tmp_path / "g.db") as db:
+            assert ex.slots == 3
+            tuner = Tuner(ex.target, Space([Int("a", 0, 39)]), workload=Workload("gate"),
+                          db=db, executor=ex, strategy="random", seed=0, budget="20trials")
+            th = threading.Thread(target=lambda: out.setdefault("r", tuner.run()), daemon=True)
+            th.start()
+            until(lambda: svc.executor.activity() == Activity(0, 0, 5, {"device": 1}),
+                  "a second batch built while the device is busy")
+            (gates / "measure").touch()
+            th.join(60)
+    finally:
+        (gates / "measure").touch()
+        svc.close()
+    assert out["r"].new_trials == 20

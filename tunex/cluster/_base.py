@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import concurrent.futures as cf
+import threading
 import time
 import traceback
 from collections.abc import Callable, Collection, Mapping
@@ -14,7 +15,7 @@ from tunex.errors import TargetError
 from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
-__all__ = ["Activity", "Executor", "failed_build", "failure_status", "run_trial"]
+__all__ = ["Activity", "BuildEvents", "Executor", "failed_build", "failure_status", "run_trial"]
 
 
 def failure_status(kind: str, otherwise: Status) -> Status:
@@ -81,6 +82,16 @@ class Executor(abc.ABC):
         done, _ = cf.wait(futures, timeout=timeout, return_when=cf.FIRST_COMPLETED)
         return set(done)
 
+    def built(self, futures: Collection[Future[Measurement]]) -> int:
+        """How many of ``futures`` are built and wait for a device (or are being measured).
+
+        They hold no build worker, so the tuner keeps that many more trials in flight (up to
+        twice its batch) and the build workers do not sit idle while measurements queue.
+        An executor that says so also returns from :meth:`wait` when a build finishes, so
+        the tuner can start the next one. Default 0: every trial in flight holds its slot
+        until it is measured."""
+        return 0
+
     def activity(self) -> Activity | None:
         """What runs now: builds queued and running, measurements running per device (see
         :class:`Activity`); None when this executor does not say (the default: a plugin
@@ -97,6 +108,53 @@ class Executor(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class BuildEvents:
+    """What an executor that counts :meth:`Executor.built` trials needs: the set of them, and a
+    :meth:`wait` that also returns (with nothing done) when a build finished since it last
+    returned, so the tuner can start the next build while the last one waits for a device."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._events = 0
+        self._seen = 0
+        self.ready: set[Future[Measurement]] = set()  # built, not yet measured
+
+    def track(self, fut: Future[Measurement]) -> None:
+        """Wake :meth:`wait` when ``fut`` ends (and forget it was built)."""
+        fut.add_done_callback(self._ended)
+
+    def built(self, fut: Future[Measurement]) -> None:
+        """``fut``'s build is done: it waits for a device now."""
+        with self._cond:
+            if not fut.done():
+                self.ready.add(fut)
+            self._events += 1
+            self._cond.notify_all()
+
+    def _ended(self, fut: Future[Measurement]) -> None:
+        with self._cond:
+            self.ready.discard(fut)
+            self._cond.notify_all()
+
+    def count(self, futures: Collection[Future[Measurement]]) -> int:
+        ready = self.ready
+        return sum(1 for f in futures if f in ready)
+
+    def wait(self, futures: Collection[Future[Measurement]], timeout: float | None
+             ) -> set[Future[Measurement]]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                done = {f for f in futures if f.done()}
+                if done or self._events != self._seen:
+                    self._seen = self._events
+                    return done
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return done
+                self._cond.wait(left)
 
 
 def run_trial(target: Target, workload: Workload, config: Config, worker: str, *,

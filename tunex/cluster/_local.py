@@ -16,13 +16,14 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tunex.cluster._base import Activity, Executor, failed_build, failure_status, run_trial
+from tunex.cluster._base import (Activity, BuildEvents, Executor, failed_build, failure_status,
+                                 run_trial)
 from tunex.errors import TargetError
 from tunex.targets._base import DEVICE_LOST, Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
@@ -415,20 +416,26 @@ class LocalExecutor(Executor):
         self._count_lock = threading.Lock()
         self._waiting = 0  # built, queued for a device
         self._busy = {w.name: 0 for w in self._devices}
+        self._events = BuildEvents()
         self._threads = [threading.Thread(target=self._measure_loop, args=(w,), daemon=True)
                          for w in self._devices]
         for t in self._threads:
             t.start()
 
-    def submit(self, workload: Workload, config: Config) -> Future[Measurement]:
+    def submit(self, workload: Workload, config: Config, *,
+               on_built: Callable[[], None] | None = None) -> Future[Measurement]:
+        """Start one trial; ``on_built`` is called (from a pool thread) once its build is
+        done and it waits for a device (not for a build that failed)."""
         fut: Future[Measurement] = Future()
         start = time.time()
+        self._events.track(fut)
         build = self._pool.submit(self._key, self.target, workload, config)
         fut.add_done_callback(lambda f: build.cancel() if f.cancelled() else None)
-        build.add_done_callback(lambda b: self._built(b, fut, start))
+        build.add_done_callback(lambda b: self._built(b, fut, start, on_built))
         return fut
 
-    def _built(self, build: Future[Artifact], fut: Future[Measurement], start: float) -> None:
+    def _built(self, build: Future[Artifact], fut: Future[Measurement], start: float,
+               on_built: Callable[[], None] | None) -> None:
         if build.cancelled() or fut.done():
             return
         art = _built_artifact(build, fut, start)
@@ -436,7 +443,17 @@ class LocalExecutor(Executor):
             with self._count_lock:
                 self._waiting += 1
             fut.add_done_callback(self._dropped)
+            self._events.built(fut)
+            if on_built is not None:
+                on_built()
             self._measures.put((art, fut, start))
+
+    def built(self, futures: Collection[Future[Measurement]]) -> int:
+        return self._events.count(futures)
+
+    def wait(self, futures: Collection[Future[Measurement]], timeout: float | None = None
+             ) -> set[Future[Measurement]]:
+        return self._events.wait(futures, timeout)
 
     def _dropped(self, fut: Future[Measurement]) -> None:
         if fut.cancelled():  # cancelled while queued for a device
@@ -541,6 +558,12 @@ class CallerExecutor(Executor):
                 self._phase = None
         self._builds[fut] = (build, start)
         return fut
+
+    def built(self, futures: Collection[Future[Measurement]]) -> int:
+        """Trials built and waiting for the calling thread to measure them."""
+        builds = self._builds
+        return sum(1 for f in futures
+                   if (b := builds.get(f)) is not None and b[0].done() and not b[0].cancelled())
 
     def activity(self) -> Activity:
         """Builds of the pool (every user of it: the decorator's pool is shared) or the one

@@ -31,13 +31,13 @@ import queue
 import secrets
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, InvalidStateError
 from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from typing import Any
 
-from tunex.cluster._base import Activity, Executor
+from tunex.cluster._base import Activity, BuildEvents, Executor
 from tunex.cluster._local import LocalExecutor, LocalOptions
 from tunex.errors import ConfigError, TargetError
 from tunex.trial import Config, Measurement, Status, Workload
@@ -172,7 +172,8 @@ class Service:
             kind = msg[0]
             if kind == "submit":
                 _, i, workload, config = msg
-                fut = self.executor.submit(workload, config)
+                fut = self.executor.submit(workload, config,
+                                           on_built=functools.partial(send, ("built", i)))
                 running[i] = fut
                 fut.add_done_callback(functools.partial(done, i))
             elif kind == "cancel":
@@ -223,6 +224,7 @@ class ServiceExecutor(Executor):
         self._futures: dict[int, tuple[Future[Measurement], Config]] = {}
         self._ids = itertools.count()
         self._activity: queue.Queue[Activity] = queue.Queue()
+        self._events = BuildEvents()  # the service says when a trial's build is done
         self._gone: str | None = None
         self._closing = False
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -239,6 +241,7 @@ class ServiceExecutor(Executor):
             return fut
         i = next(self._ids)
         self._futures[i] = (fut, config)
+        self._events.track(fut)
         try:
             self._send(("submit", i, workload, config))
         except (OSError, ValueError):
@@ -275,6 +278,10 @@ class ServiceExecutor(Executor):
                         entry[0].set_exception(exc)
                     else:
                         entry[0].set_result(m)
+            elif msg[0] == "built":
+                entry = self._futures.get(msg[1])
+                if entry is not None:
+                    self._events.built(entry[0])
             elif msg[0] == "activity":
                 self._activity.put(msg[1])
         if self._gone is None and not self._closing:
@@ -284,6 +291,13 @@ class ServiceExecutor(Executor):
                     fut.set_result(Measurement.failed(config, Status.WORKER_LOST, why,
                                                       worker="service"))
             self._futures.clear()
+
+    def built(self, futures: Collection[Future[Measurement]]) -> int:
+        return self._events.count(futures)
+
+    def wait(self, futures: Collection[Future[Measurement]], timeout: float | None = None
+             ) -> set[Future[Measurement]]:
+        return self._events.wait(futures, timeout)
 
     def activity(self) -> Activity | None:
         if self._gone is not None:
