@@ -147,7 +147,8 @@ def versus(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     with Database("sqlite://") as db, LocalExecutor(target) as ex:
         result = Tuner(target, space, workload=wl, db=db, strategy=args.strategy,
-                       budget=args.budget, executor=ex, seed=args.seed, transfer=False).run()
+                       budget=args.budget, executor=ex, seed=args.seed, transfer=False,
+                       first=[space.default()]).run()  # as `tunex search`: default first
         default = target.measure(target.build(wl, space.default()))
     tune_s = time.monotonic() - t0
     best = result.best
