@@ -22,8 +22,14 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tunex.cluster._base import (Activity, BuildEvents, Executor, failed_build, failure_status,
-                                 run_trial)
+from tunex.cluster._base import (
+    Activity,
+    BuildEvents,
+    Executor,
+    failed_build,
+    failure_status,
+    run_trial,
+)
 from tunex.errors import TargetError
 from tunex.targets._base import DEVICE_LOST, Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -74,8 +75,7 @@ def _build(target: Target, workload: Workload, config: Config) -> Artifact:
     t0 = time.perf_counter()
     art = target.build(workload, config)
     if art.compile_ms is None:
-        art = Artifact(art.workload, art.config, art.status, art.payload, art.facts,
-                       (time.perf_counter() - t0) * 1e3, art.error)
+        art = dataclasses.replace(art, compile_ms=(time.perf_counter() - t0) * 1e3)
     return art
 
 

@@ -1,7 +1,7 @@
 """Learned cost models: features and a gradient-boosted ranker."""
 
 from tunex.cost_model._base import CostModel
-from tunex.cost_model._features import FeatureExtractor
+from tunex.cost_model._features import FeatureExtractor, flatten
 from tunex.cost_model._gbm import GBMRanker, relevance
 
-__all__ = ["CostModel", "FeatureExtractor", "GBMRanker", "relevance"]
+__all__ = ["CostModel", "FeatureExtractor", "GBMRanker", "flatten", "relevance"]

@@ -12,10 +12,10 @@ import numpy as np
 from tunex.space import Pow2, Space
 from tunex.trial import Config, Workload
 
-__all__ = ["FeatureExtractor"]
+__all__ = ["FeatureExtractor", "flatten"]
 
 
-def _flat(m: Mapping[str, Any]) -> dict[str, Any]:
+def flatten(m: Mapping[str, Any]) -> dict[str, Any]:
     """A mapping with its list and tuple values spread out as ``key[i]`` (a problem size
     recorded as ``[M, N, K]`` becomes three numbers a model can relate shapes by)."""
     out: dict[str, Any] = {}
@@ -109,8 +109,8 @@ class FeatureExtractor:
                         out += [(src, k, v) for v in values]
             return out
 
-        problems = [_flat(w.problem) for w in workloads]
-        targets = [_flat(w.target) for w in workloads]
+        problems = [flatten(w.problem) for w in workloads]
+        targets = [flatten(w.target) for w in workloads]
         return cls(space, numeric_keys(problems), numeric_keys(targets), fact_keys, interactions,
                    categories("problem", problems) + categories("target", targets))
 
@@ -142,16 +142,16 @@ class FeatureExtractor:
     def context(self, workload: Workload | None) -> np.ndarray:
         """The per-workload columns (problem sizes and target facts) as one row."""
         vals: list[float] = []
-        for src, keys in ((_flat(workload.problem) if workload else {}, self.problem_keys),
-                          (_flat(workload.target) if workload else {}, self.target_keys)):
+        for src, keys in ((flatten(workload.problem) if workload else {}, self.problem_keys),
+                          (flatten(workload.target) if workload else {}, self.target_keys)):
             for k in keys:
                 v = _num(src.get(k))
                 if v is None:
                     vals.append(math.nan)
                 else:
                     vals.append(math.log2(v) if v > 0 else v)
-        maps = {"problem": _flat(workload.problem) if workload else {},
-                "target": _flat(workload.target) if workload else {}}
+        maps = {"problem": flatten(workload.problem) if workload else {},
+                "target": flatten(workload.target) if workload else {}}
         vals += [float(maps[src].get(k) == v) for src, k, v in self.categories]
         return np.asarray(vals, dtype=np.float64)
 

@@ -36,8 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tunex.cost_model import FeatureExtractor, GBMRanker
-from tunex.cost_model._features import _flat
+from tunex.cost_model import FeatureExtractor, GBMRanker, flatten
 from tunex.search._base import SearchStrategy
 from tunex.space import Space
 from tunex.trial import Config, Measurement, Workload
@@ -73,7 +72,7 @@ def _distance(w: Workload, current: Workload) -> tuple[int, float]:
     def device(x: Workload) -> Any:
         return x.target.get("device", dict(x.target))
 
-    pa, pb = _flat(w.problem), _flat(current.problem)
+    pa, pb = flatten(w.problem), flatten(current.problem)
     d = 0.0
     for k in set(pa) | set(pb):
         a, b = pa.get(k), pb.get(k)
