@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,71 @@ def test_a_search_through_a_service_builds_ahead_while_the_device_is_busy(servic
         (gates / "measure").touch()
         svc.close()
     assert out["r"].new_trials == 20
+
+
+def test_the_decorators_builds_go_to_a_running_service(service_dir, tmp_path, monkeypatch):
+    """With a `tunex serve --target triton_gpu` running, the decorator's build pool is the
+    service's build processes (no processes of its own to start); if the service goes away,
+    a build in flight comes back `worker_lost` and the pool says it is gone."""
+    from tests.cluster.test_local import CallerTarget
+    from tunex.cluster import CallerExecutor, _local
+    from tunex.cluster._service import ServiceBuildPool
+    from tunex.trial import Config, Workload
+
+    # a service at the triton_gpu service's socket (its workers build any builder sent)
+    svc = Service(f"replay:{recorded('pnpoly/RTX_2080_Ti.json.gz')}",
+                  LocalOptions(build_workers=2, measure_workers=1),
+                  address=service_address("triton_gpu"))
+    threading.Thread(target=svc.serve, daemon=True).start()
+    monkeypatch.setattr(_local, "_SHARED", None)
+    try:
+        pool = _local.shared_build_pool()
+        assert isinstance(pool, ServiceBuildPool) and len(pool.workers) == 2
+        assert _local.shared_build_pool() is pool  # one per process
+        t = CallerTarget()
+        ex = CallerExecutor(t, pool)
+        assert ex.slots == 3
+        futs = [ex.submit(Workload("caller"), Config(a=a)) for a in range(5)]
+        pending = set(futs)
+        while pending:
+            pending -= ex.wait(pending, 30)
+        ms = [f.result() for f in futs]
+        assert ms[3].status is Status.COMPILE_ERROR and ms[3].error == "nope"
+        built_by = {m.facts["built_by"] for i, m in enumerate(ms) if i != 3}
+        assert built_by <= {w.proc.pid for w in svc.executor.pool.workers}
+        assert os.getpid() not in built_by
+        assert not pool.gone
+        monkeypatch.setenv("TUNEX_BUILD_SERVICE", "0")  # never a service when told so
+        monkeypatch.setattr(_local, "_SHARED", None)
+        own = types.SimpleNamespace(close=lambda: None)
+        monkeypatch.setattr(_local, "BuildPool", lambda *a, **k: own)
+        assert _local.shared_build_pool() is own
+    finally:
+        svc.close()
+        monkeypatch.setattr(_local, "_SHARED", None)
+
+
+def test_builds_lent_by_a_service_that_dies_come_back_lost(service_dir, tmp_path):
+    from tests.cluster._fake_targets import GateTarget, until
+    from tunex.cluster._service import ServiceBuildPool
+    from tunex.trial import Config, Workload
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "tunex.cli", "serve", "--target", "cpu",
+                             "--workers", "1", "--socket", service_address("triton_gpu")],
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stderr is not None
+        assert "serving cpu" in proc.stderr.readline()
+        pool = ServiceBuildPool.find("triton_gpu")
+        assert pool is not None and not pool.gone
+        held = pool.submit("k", GateTarget(tmp_path), Workload("g"), Config(a=1))  # waits
+        until(lambda: pool.counts() == (0, 1), "one build out")
+        proc.kill()
+        art = held.result(30)
+        assert art.status is Status.WORKER_LOST and "went away" in (art.error or "")
+        assert pool.gone and pool.counts() == (0, 0)
+        pool.close()
+    finally:
+        proc.kill()
+        proc.wait(10)

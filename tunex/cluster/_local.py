@@ -378,11 +378,21 @@ SHARED_POOL_IMPORTS = ("triton", "tunex.targets.gpu", "tunex.targets.gpu._prewar
 
 
 def shared_build_pool() -> BuildPool:
-    """The process's build pool for the decorator's tuning on a miss: started on first use,
-    kept warm for later misses, stopped at exit. ``TUNEX_BUILD_WORKERS`` sets its size
-    (default: CPU count - 1, at most 16)."""
+    """The process's build pool for the decorator's tuning on a miss: the build workers of a
+    running ``tunex serve --target triton_gpu`` (warm already, shared by every process of
+    this user), else its own, started on first use, kept warm for later misses, stopped at
+    exit. ``TUNEX_BUILD_WORKERS`` sets the size of its own (default: CPU count - 1, at most
+    16); ``TUNEX_BUILD_SERVICE=0`` never uses a service."""
     global _SHARED
     with _SHARED_LOCK:
+        if _SHARED is not None and getattr(_SHARED, "gone", False):
+            _SHARED = None  # the service went away: build here from now on
+        if _SHARED is None and os.environ.get("TUNEX_BUILD_SERVICE", "1") != "0":
+            from tunex.cluster._service import ServiceBuildPool
+
+            _SHARED = ServiceBuildPool.find("triton_gpu")  # type: ignore[assignment]
+            if _SHARED is not None:
+                atexit.register(_SHARED.close)
         if _SHARED is None:
             env = os.environ.get("TUNEX_BUILD_WORKERS")
             n = int(env) if env else max(1, min(16, (os.cpu_count() or 2) - 1))
@@ -453,6 +463,11 @@ class LocalExecutor(Executor):
             if on_built is not None:
                 on_built()
             self._measures.put((art, fut, start))
+
+    @property
+    def pool(self) -> BuildPool:
+        """Its build processes (a service lends them to the decorator's builds)."""
+        return self._pool
 
     def built(self, futures: Collection[Future[Measurement]]) -> int:
         return self._events.count(futures)

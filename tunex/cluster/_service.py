@@ -40,9 +40,9 @@ from typing import Any
 from tunex.cluster._base import Activity, BuildEvents, Executor
 from tunex.cluster._local import LocalExecutor, LocalOptions
 from tunex.errors import ConfigError, TargetError
-from tunex.trial import Config, Measurement, Status, Workload
+from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
-__all__ = ["Service", "ServiceExecutor", "service_address"]
+__all__ = ["Service", "ServiceBuildPool", "ServiceExecutor", "service_address"]
 
 log = logging.getLogger("tunex.service")
 
@@ -149,21 +149,22 @@ class Service:
 
     def _client(self, conn: Connection) -> None:
         lock = threading.Lock()
-        running: dict[int, Future[Measurement]] = {}
+        running: dict[int, Future[Any]] = {}  # trials and builds of this client, by its ids
 
         def send(msg: tuple[Any, ...]) -> None:
             with lock, contextlib.suppress(OSError, ValueError):  # or the search went away
                 conn.send(msg)
 
-        def done(i: int, fut: Future[Measurement]) -> None:
+        def done(kind: str, i: int, fut: Future[Any]) -> None:
             running.pop(i, None)
             if fut.cancelled():
                 return
             exc = fut.exception()
-            send(("result", i, None if exc is not None else fut.result(), exc))
+            send((kind, i, None if exc is not None else fut.result(), exc))
 
         send(("hello", {"spec": self.spec, "target": self.target,
-                        "slots": self.executor.slots, "pid": os.getpid()}))
+                        "slots": self.executor.slots, "pid": os.getpid(),
+                        "build_workers": len(self.executor.pool.workers)}))
         while True:
             try:
                 msg = conn.recv()
@@ -175,7 +176,12 @@ class Service:
                 fut = self.executor.submit(workload, config,
                                            on_built=functools.partial(send, ("built", i)))
                 running[i] = fut
-                fut.add_done_callback(functools.partial(done, i))
+                fut.add_done_callback(functools.partial(done, "result", i))
+            elif kind == "build":  # a build only, with the client's builder (the decorator's)
+                _, i, key, builder, workload, config = msg
+                build = self.executor.pool.submit(key, builder, workload, config)
+                running[i] = build
+                build.add_done_callback(functools.partial(done, "artifact", i))
             elif kind == "cancel":
                 gone = running.pop(msg[1], None)
                 if gone is not None:
@@ -220,8 +226,10 @@ class ServiceExecutor(Executor):
         self.spec: str = hello["spec"]
         self.target = hello["target"]
         self.slots = int(hello["slots"])
+        self.build_workers = int(hello.get("build_workers", 1))
         self._lock = threading.Lock()
-        self._futures: dict[int, tuple[Future[Measurement], Config]] = {}
+        #: by id: the future, and what it becomes if the service goes away meanwhile
+        self._futures: dict[int, tuple[Future[Any], Callable[[str], Any]]] = {}
         self._ids = itertools.count()
         self._activity: queue.Queue[Activity] = queue.Queue()
         self._events = BuildEvents()  # the service says when a trial's build is done
@@ -239,14 +247,34 @@ class ServiceExecutor(Executor):
         if self._gone is not None:
             fut.set_exception(TargetError(self._gone))
             return fut
-        i = next(self._ids)
-        self._futures[i] = (fut, config)
         self._events.track(fut)
+        return self._start(fut, ("submit", workload, config), lambda why: Measurement.failed(
+            config, Status.WORKER_LOST, why, worker="service"))
+
+    def submit_build(self, key: str, builder: Any, workload: Workload, config: Config
+                     ) -> Future[Artifact]:
+        """Build ``config`` with ``builder`` in the service's build processes (kept there
+        under ``key``), as :meth:`BuildPool.submit <tunex.cluster.BuildPool.submit>` does."""
+        fut: Future[Artifact] = Future()
+        if self._gone is not None:
+            fut.set_result(Artifact(workload, config, Status.WORKER_LOST, error=self._gone))
+            return fut
+        return self._start(fut, ("build", key, builder, workload, config),
+                           lambda why: Artifact(workload, config, Status.WORKER_LOST, error=why))
+
+    def _start(self, fut: Future[Any], msg: tuple[Any, ...], lost: Callable[[str], Any]
+               ) -> Future[Any]:
+        i = next(self._ids)
+        self._futures[i] = (fut, lost)
         try:
-            self._send(("submit", i, workload, config))
+            self._send((msg[0], i, *msg[1:]))
         except (OSError, ValueError):
             self._futures.pop(i, None)
-            fut.set_exception(TargetError(self._lost()))
+            why = self._lost()
+            if msg[0] == "submit":
+                fut.set_exception(TargetError(why))
+            else:
+                fut.set_result(lost(why))
             return fut
         fut.add_done_callback(lambda f: self._cancel(i) if f.cancelled() else None)
         return fut
@@ -268,7 +296,7 @@ class ServiceExecutor(Executor):
                 msg = self._conn.recv()
             except (EOFError, OSError):
                 break
-            if msg[0] == "result":
+            if msg[0] in ("result", "artifact"):
                 _, i, m, exc = msg
                 entry = self._futures.pop(i, None)
                 if entry is None:
@@ -286,10 +314,9 @@ class ServiceExecutor(Executor):
                 self._activity.put(msg[1])
         if self._gone is None and not self._closing:
             why = self._lost()
-            for fut, config in list(self._futures.values()):  # running when it went away
+            for fut, lost in list(self._futures.values()):  # running when it went away
                 with contextlib.suppress(InvalidStateError):
-                    fut.set_result(Measurement.failed(config, Status.WORKER_LOST, why,
-                                                      worker="service"))
+                    fut.set_result(lost(why))
             self._futures.clear()
 
     def built(self, futures: Collection[Future[Measurement]]) -> int:
@@ -315,3 +342,59 @@ class ServiceExecutor(Executor):
         with contextlib.suppress(OSError, ValueError):
             self._send(("bye",))
         self._conn.close()
+
+
+class ServiceBuildPool:
+    """A running service's build processes, lent to this process's builds: what
+    :func:`~tunex.cluster.shared_build_pool` hands the decorator when a ``tunex serve
+    --target triton_gpu`` runs, so a script's first miss starts no processes and its compiles
+    go to workers that are warm already. Its interface is :class:`~tunex.cluster.BuildPool`'s
+    (``submit``, ``counts``, ``workers``, ``close``); a build in flight when the service goes
+    away comes back ``worker_lost``, and :attr:`gone` tells the caller to build elsewhere.
+    """
+
+    def __init__(self, link: ServiceExecutor) -> None:
+        self._link = link
+        self.workers = [f"service-build{i}" for i in range(link.build_workers)]
+        self._lock = threading.Lock()
+        self._running = 0
+
+    @classmethod
+    def find(cls, target_name: str) -> ServiceBuildPool | None:
+        """The build pool of the service of ``target_name`` if one answers at its default
+        socket (``None``: no service; one that does not answer is logged and skipped)."""
+        address = service_address(target_name)
+        if not os.path.exists(address):
+            return None
+        try:
+            link = ServiceExecutor(address)
+        except (TargetError, ConfigError) as e:
+            log.warning("not building in the tunex service: %s", e)
+            return None
+        log.info("building in the tunex service at %s (%d workers)", address,
+                 link.build_workers)
+        return cls(link)
+
+    @property
+    def gone(self) -> bool:
+        return self._link._gone is not None
+
+    def submit(self, key: str, builder: Any, workload: Workload, config: Config
+               ) -> Future[Artifact]:
+        with self._lock:
+            self._running += 1
+        fut = self._link.submit_build(key, builder, workload, config)
+        fut.add_done_callback(self._ended)
+        return fut
+
+    def _ended(self, _fut: Future[Artifact]) -> None:
+        with self._lock:
+            self._running -= 1
+
+    def counts(self) -> tuple[int, int]:
+        """(0, builds sent and not back): the service's queue is shared with its other users."""
+        with self._lock:
+            return 0, self._running
+
+    def close(self) -> None:
+        self._link.close()
