@@ -21,7 +21,9 @@ CUDA events; interleaved rounds whose order rotates), median of the repeats. Tim
 the trials tunex recorded for the shape (its database rows), the time from the first call until
 a trial within 95% of the final best ended.
 
-Usage: ``python benchmarks/user_kernels.py --out results.json [--budget 20s] [--isolated]``
+Usage: ``python benchmarks/user_kernels.py --out results.json [--budget 20s] [--isolated]
+[--service 15]`` (``--service N``: a ``tunex serve`` of N build workers runs first, as a user
+may keep one, and the decorator compiles there instead of starting its own processes)
 (``--isolated``: every shape with an empty database, to measure what transfer from the known
 shapes is worth). The space's ceiling (how far any config of it can beat ``triton.autotune``):
 ``--strategy exhaustive --budget 4000trials --patience 0`` measures every valid config of each
@@ -265,7 +267,39 @@ def main(argv: list[str] | None = None) -> int:
                    help="trials without a 1%% gain before tunex stops (0: none; default: the "
                         "decorator's)")
     p.add_argument("--shapes", default=None, help="comma list of shape indices (default: all)")
+    p.add_argument("--service", type=int, default=0, metavar="N",
+                   help="start `tunex serve --target triton_gpu --workers N` first (as a user "
+                        "would have running): the decorator builds in its warm processes")
     args = p.parse_args(argv)
+    server = start_service(args.service) if args.service else None
+    try:
+        return run(args)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(30)
+
+
+def start_service(workers: int) -> Any:
+    """A ``tunex serve`` of the triton_gpu target in a folder of its own, which this process's
+    decorator then finds (``TUNEX_SERVICE_DIR``); returns once it listens."""
+    import subprocess
+
+    folder = tempfile.mkdtemp(prefix="tunex-svc-")
+    os.environ["TUNEX_SERVICE_DIR"] = folder
+    env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(folder, "triton-cache"))
+    server = subprocess.Popen([sys.executable, "-m", "tunex.cli", "serve", "--target",
+                               "triton_gpu", "--workers", str(workers)], env=env,
+                              stderr=subprocess.PIPE, text=True)
+    assert server.stderr is not None
+    line = server.stderr.readline()
+    if "serving" not in line:
+        server.kill()
+        raise SystemExit(f"tunex serve did not start: {line}")
+    return server
+
+
+def run(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
     if args.budget:
         extra["budget"] = args.budget
@@ -284,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                              args.isolated, only)
     sp = [r["speedup_vs_autotune"] for r in rows]
     doc = {"budget": args.budget or "default", "isolated": args.isolated, "rows": rows,
+           "service_workers": args.service,
            "options": extra,
            "geomean_vs_autotune": round(math.exp(sum(map(math.log, sp)) / len(sp)), 3),
            "min_vs_autotune": min(sp), "seconds": round(time.time() - started, 1),
