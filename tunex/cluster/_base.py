@@ -144,6 +144,8 @@ class BuildEvents:
 
     def wait(self, futures: Collection[Future[Measurement]], timeout: float | None
              ) -> set[Future[Measurement]]:
+        if not futures:  # nothing to wait for (as concurrent.futures.wait)
+            return set()
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
