@@ -829,6 +829,51 @@ def run_loo_family(members: list[tuple[str, str]], seed: int, budget: int,
     return out
 
 
+def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_budget: int,
+                 variants: dict[str, str], optima: dict[str, float],
+                 cold_cache: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """One (family, seed) task of ``--no-cold``: cold searches of every member by the default
+    ``model`` (the siblings' sources, run once, or read from ``cold_cache``), then every
+    variant's warm searches on them. ``{variant: {space: record}}``."""
+    import pickle
+
+    from tunex.search import register_strategy
+    from tunex.search._model import ModelSearch
+
+    cold: dict[str, dict[str, Any]] | None = None
+    cache = None
+    if cold_cache:
+        family = members[0][0].split("/")[0]
+        digest = hashlib.sha256(json.dumps(
+            [[s, ReplayTarget(Path(p)).digest] for s, p in members]).encode()).hexdigest()[:12]
+        cache = Path(cold_cache) / f"{family}-seed{seed}-budget{budget}-{digest}.pkl"
+        if cache.exists():
+            cold = pickle.loads(cache.read_bytes())
+    if cold is None:
+        register_strategy("model", ModelSearch)
+        cold = {space: run_tunex(Path(path), "model", seed, budget, optima[space],
+                                 keep_measurements=True) for space, path in members}
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(pickle.dumps(cold))
+            tmp.replace(cache)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, options_json in variants.items():
+        register_strategy("model", variant_class(options_json))
+        for space, path in members:
+            sources = [(cold[s]["_workload"], cold[s]["_measurements"][:source_budget])
+                       for s, _ in members if s != space]
+            if not sources:
+                continue
+            rec = run_tunex(Path(path), "model", seed, budget, optima[space], warm=sources)
+            rec["sources"] = [s for s, _ in members if s != space]
+            out.setdefault(name, {})[space] = {
+                "warm": rec,
+                "cold_default": {k: v for k, v in cold[space].items() if not k.startswith("_")}}
+    return out
+
+
 def loo_main(args: argparse.Namespace) -> int:
     roots = args.loo_data or LOO_DATA
     spaces = loo_spaces(roots, [x.strip() for x in args.spaces.split(",")])
@@ -857,6 +902,20 @@ def loo_main(args: argparse.Namespace) -> int:
                 if args.reuse and all(matches(h, key) for h in have):
                     continue
                 tasks.append((name, family, members, seed, opts, key))
+    if args.no_cold:  # one task per (family, seed): shared cold sources, every variant warm
+        tasks = []
+        opts_all = {n: json.dumps(o, sort_keys=True) for n, o in variants.items()}
+        for family, members in families.items():
+            if len(members) < 2:
+                continue
+            for seed in range(args.seed_start, args.seed_start + args.seeds):
+                key = {"budget": args.budget, "code": tunex_code(),
+                       "source_budget": args.source_budget, "sources": "default model, cold"}
+                todo = {n: o for n, o in opts_all.items() if not (args.reuse and all(
+                    matches(doc["runs"].get(n, {}).get(s, {}).get(str(seed)),
+                            {**key, "options": o}) for s, _ in members))}
+                if todo:
+                    tasks.append((todo, family, members, seed, None, key))
     if args.compare_only:
         tasks = []
     # the other strategies, cold, on the same held-out spaces: plain searches of the first mode
@@ -870,8 +929,20 @@ def loo_main(args: argparse.Namespace) -> int:
           + (f"; {len(compare_tasks)} runs of {', '.join(compare)}" if compare else ""),
           flush=True)
 
-    def store(task: tuple[Any, ...], out: dict[str, dict[str, Any]]) -> None:
+    def store(task: tuple[Any, ...], out: dict[str, Any]) -> None:
         name, family, _members, seed, _opts, key = task
+        if args.no_cold:
+            for v, by_space in out.items():
+                for space, rec in by_space.items():
+                    doc["runs"].setdefault(v, {}).setdefault(space, {})[str(seed)] = {
+                        **rec, **key, "options": name[v]}
+            results.save()
+            first = next(iter(out.values()))  # cold (the default's) / warm per variant
+            print(f"[{time.time() - t0:6.0f}s] {family:20s} seed {seed:3d}  " + "  ".join(
+                f"{s.split('/')[1]}: {trials_to(first[s]['cold_default'], 0.95, args.budget)}/"
+                + ",".join(str(trials_to(out[v][s]["warm"], 0.95, args.budget)) for v in out)
+                for s in first), flush=True)
+            return
         for space, rec in out.items():
             doc["runs"].setdefault(name, {}).setdefault(space, {})[str(seed)] = {**rec, **key}
         results.save()
@@ -882,6 +953,10 @@ def loo_main(args: argparse.Namespace) -> int:
 
     def call(task: tuple[Any, ...]) -> Any:
         _name, _family, members, seed, opts, _key = task
+        if args.no_cold:
+            return (run_loo_warm, members, seed, args.budget, args.source_budget, _name,
+                    {s: facts[s]["optimum"] for s, _ in members},
+                    str(args.cold_cache) if args.cold_cache else None)
         return (run_loo_family, members, seed, args.budget, args.source_budget, opts,
                 {s: facts[s]["optimum"] for s, _ in members}, not args.no_warm)
 
@@ -914,7 +989,11 @@ def loo_main(args: argparse.Namespace) -> int:
                        f"{platform.python_version()}",
             "seconds": round(time.time() - t0)})
         results.save()
-    body = loo_report(doc, facts, list(variants), args.seeds, args.budget)
+    if args.no_cold:
+        body = loo_warm_report(doc, list(facts), list(variants),
+                               range(args.seed_start, args.seed_start + args.seeds), args.budget)
+    else:
+        body = loo_report(doc, facts, list(variants), args.seeds, args.budget)
     if compare:
         body += "\n" + loo_compare_report(results.doc, facts, next(iter(variants), "model"),
                                           compare, args.seeds, args.budget)
@@ -923,6 +1002,46 @@ def loo_main(args: argparse.Namespace) -> int:
         write_section(args.markdown, body, LOO_SECTION)
         print(f"wrote section '{LOO_SECTION}' of {args.markdown}")
     return 0
+
+
+def loo_warm_report(doc: dict[str, Any], spaces: list[str], variants: list[str],
+                    seeds: Iterable[int], budget: int, within: int = 20) -> str:
+    """``--no-cold``: per variant, warm runs within 95% by trial ``within``, per-space medians
+    and hits, and the mean log2 of trials against the first variant on the same seeds."""
+    seeds = [str(s) for s in seeds]
+
+    def t95(v: str, space: str, seed: str) -> int | None:
+        r = doc["runs"].get(v, {}).get(space, {}).get(seed)
+        if not r or "warm" not in r or r["budget"] < budget:
+            return None
+        return min(trials_to(r["warm"], 0.95, budget), budget + 1)
+
+    base = variants[0]
+    lines = [f"warm runs (seeds {seeds[0]}-{seeds[-1]}, budget {budget}): trials to 95%, "
+             f"median / runs within {within}", "",
+             "| space | " + " | ".join(variants) + " |", "|---|" + "---:|" * len(variants)]
+    total: dict[str, list[int]] = {v: [] for v in variants}
+    for space in spaces:
+        cells = []
+        for v in variants:
+            t = [x for x in (t95(v, space, s) for s in seeds) if x is not None]
+            total[v] += t
+            cells.append(f"{fmt_trials(float(np.median(t)), budget)} / "
+                         f"{sum(x <= within for x in t)}/{len(t)}" if t else "-")
+        if any(c != "-" for c in cells):
+            lines.append(f"| {space} | " + " | ".join(cells) + " |")
+    lines += ["", f"| variant | warm runs within 95% by {within} | runs | mean log2 of trials, "
+              f"{base} / variant (> 0: variant faster) | faster / same / slower |",
+              "|---|---:|---:|---:|---|"]
+    for v in variants:
+        pairs = [(a, b) for space in spaces for s in seeds
+                 if (a := t95(base, space, s)) is not None and (b := t95(v, space, s)) is not None]
+        d = [math.log2(a / b) for a, b in pairs]
+        lines.append(
+            f"| {v} | {pct(np.mean([x <= within for x in total[v]])) if total[v] else '-'} | "
+            f"{len(total[v])} | {np.mean(d) if d else float('nan'):+.3f} | "
+            f"{sum(x > 0 for x in d)} / {sum(x == 0 for x in d)} / {sum(x < 0 for x in d)} |")
+    return "\n".join(lines)
 
 
 def loo_overhead(spaces: dict[str, tuple[str, Path]], seed: int = 0) -> dict[str, Any]:
@@ -1196,6 +1315,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--variants", default='{"model": {}}',
                    help='(--loo) JSON {name: options of the model strategy}')
     p.add_argument("--no-warm", action="store_true", help="(--loo) cold searches only")
+    p.add_argument("--no-cold", action="store_true",
+                   help="(--loo) warm searches only: the siblings' sources are cold searches of "
+                        "the default model, run once per family and seed for every variant "
+                        "(for variants that only change warm behaviour); stored per variant as "
+                        "'warm' beside the held-out space's own default cold run")
+    p.add_argument("--cold-cache", type=Path,
+                   help="(--loo --no-cold) folder where those cold searches are kept and read "
+                        "back (per family, seed, budget and data; valid while the default "
+                        "model's cold search is unchanged)")
+    p.add_argument("--seed-start", type=int, default=0,
+                   help="(--loo --no-cold) first seed: seeds START..START+SEEDS-1")
     p.add_argument("--loo-overhead", action="store_true",
                    help="(--loo) also time ask + tell at 1,000 trials of history, warm")
     p.add_argument("--child-overhead", type=Path, help=argparse.SUPPRESS)
@@ -1211,6 +1341,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.compare = strategy_names(args.compare)
     if args.compare_only and not args.compare:
         p.error("--compare-only needs --compare")
+    if args.no_cold and (args.no_warm or args.compare or not args.loo):
+        p.error("--no-cold goes with --loo, and not with --no-warm or --compare")
+    if (args.cold_cache or args.seed_start) and not args.no_cold:
+        p.error("--cold-cache and --seed-start go with --no-cold")
     args.parts = {x.strip() for x in args.parts.split(",") if x.strip()}
     unknown = args.parts - {"search", "transfer", "overhead"}
     if unknown:
