@@ -112,6 +112,24 @@ def test_interrupted_search_resumes_without_repeating(tmp_path):
     assert len(target.measured) == len(set(target.measured))
 
 
+def test_stop_ends_a_search_as_interrupted_even_when_the_interrupt_is_swallowed(tmp_path):
+    """`Tuner.stop()` (what the CLI's Ctrl-C handler calls before raising) ends the search at
+    its next step, so a KeyboardInterrupt that Python drops still stops it."""
+    target = FlakyTarget()
+    w = Workload("toy", target=target.fingerprint())
+    tuner: Tuner
+
+    def swallowed_ctrl_c(m, number):
+        if number == 5:
+            tuner.stop()  # the handler's first step; its raise is "lost" here
+
+    with Database(tmp_path / "t.db") as db:
+        tuner = Tuner(target, toy_space(), workload=w, db=db, strategy="random", seed=1,
+                      budget="30trials", on_trial=swallowed_ctrl_c)
+        res = tuner.run()
+        assert res.stopped == "interrupted" and res.trials == 5 == db.count(w)
+
+
 def test_strategy_exhaustion_and_repeats_cost_no_trial(tmp_path):
     target = FlakyTarget()
     small = Space([Int("a", 5, 7), Int("b", 1, 2)])

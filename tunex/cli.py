@@ -39,6 +39,26 @@ def _load_kernel(name: str | None) -> Any:
     return get_kernel(name)
 
 
+def _run_interruptible(tuner: Any) -> Any:
+    """``tuner.run()`` with Ctrl-C also telling the tuner to stop: Python drops a
+    KeyboardInterrupt raised inside an import's cleanup, and the search must end anyway."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return tuner.run()
+
+    def interrupt(signum: int, frame: Any) -> None:
+        tuner.stop()
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGINT, interrupt)
+    try:
+        return tuner.run()
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -135,7 +155,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                           f"{dict(workload.target)} (workload {workload.digest}): space of "
                           f"{space.size:,} valid points ({space.raw_size:,} raw), strategy "
                           f"{args.strategy}, budget {budget}, db {args.db}", highlight=False)
-        result = tuner.run()
+        result = _run_interruptible(tuner)
         _report(console, result, space, args)
     if result.stopped == "interrupted":
         print("tunex: interrupted; every finished trial is saved, run again to resume",

@@ -158,6 +158,14 @@ class Tuner:
         self.on_trial = on_trial
         self.progress = progress
         self.started = started
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Ask a running :meth:`run` (from another thread or a signal handler) to end as
+        ``interrupted`` after the trials it is waiting for; everything finished is recorded.
+        A Ctrl-C that Python swallows (one that lands inside an import's cleanup is only
+        printed as "Exception ignored") still stops the search this way."""
+        self._stop.set()
 
     def run(self) -> TuneResult:
         start = time.monotonic() if self.started is None else min(self.started, time.monotonic())
@@ -199,6 +207,8 @@ class Tuner:
 
         try:
             while True:
+                if self._stop.is_set():
+                    raise KeyboardInterrupt
                 if self.budget.seconds is not None and (
                         time.monotonic() - start >= self.budget.seconds):
                     stopped = "time budget"
