@@ -98,6 +98,28 @@ def test_warm_start_proposes_the_siblings_best_first():
     assert st.ask(len(expected)) == expected  # each sibling's best, then each one's second
 
 
+def test_a_sibling_whose_top_is_flat_is_left_out_of_the_warm_start():
+    """A sibling whose measured configs are nearly all within 95% of its best says nothing
+    about where the best is: its best configs are not proposed first and its trials do not
+    train the model; a steep sibling's are and do."""
+    s = space()
+    here = Workload("k", problem={"n": 2})
+    flat_w, steep_w = Workload("k", problem={"n": 1}), Workload("k", problem={"n": 3})
+    pool = s.sample(60, rng=1)
+    flat = [Measurement(c, Status.OK, (1.0 + 0.01 * (i % 3),)) for i, c in enumerate(pool[:30])]
+    steep = [Measurement(c, Status.OK, (smooth(c),)) for c in pool[30:]]
+    st = get_strategy("model", s, seed=0)
+    st.warm_start([(flat_w, flat), (steep_w, steep)], current=here)
+    assert st.ask(2) == [m.config for m in sorted(steep, key=lambda m: m.value)[:2]]
+    assert st._other is not None and len(st._other[1]) == 30  # the steep sibling's only
+    alone = get_strategy("model", s, seed=0)
+    alone.warm_start([(flat_w, flat)], current=here)
+    assert alone._other is None and not alone._queue  # nothing to learn from: a cold start
+    kept = get_strategy("model", s, seed=0, flat=None)
+    kept.warm_start([(flat_w, flat)], current=here)
+    assert kept._other is not None and len(kept._queue) == 2
+
+
 def test_similar_seed_order_starts_from_the_nearest_sibling():
     s = space()
     here = Workload("k", problem={"size": [128, 128]}, target={"device": "x280", "file": "a"})

@@ -112,6 +112,9 @@ class ModelSearch(SearchStrategy):
         seed_order: order of the other workloads whose best configs come first: ``"given"``
             (as the database lists them) or ``"similar"`` (same device first, then the closest
             problem sizes).
+        flat: a sibling whose measured configs are at least this share within 95% of its
+            best has a flat top: its best configs are picked by noise and its ranking of the
+            top says nothing, so it is left out of the warm start (``None``: keep every one).
     """
 
     name = "model"
@@ -122,7 +125,7 @@ class ModelSearch(SearchStrategy):
                  model: dict[str, Any] | None = None, design: str = "maximin",
                  gate: float = 1.0, floor: float = 0.1, check_every: float = 0.1,
                  seed_configs: int = 2, portfolio: bool = True,
-                 seed_order: str = "given") -> None:
+                 seed_order: str = "given", flat: float | None = 0.5) -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
@@ -140,6 +143,7 @@ class ModelSearch(SearchStrategy):
         if seed_order not in ("given", "similar"):
             raise ValueError(f"seed_order must be 'given' or 'similar', not {seed_order!r}")
         self.seed_order = seed_order
+        self.flat = flat
         self._model: GBMRanker | None = None
         self._arm: dict[Config, str] = {}  # proposing arm of each model proposal
         #: per arm, [trials among the best tenth, other trials]
@@ -194,6 +198,10 @@ class ModelSearch(SearchStrategy):
                                          for n in self.space.names)]
             if not keep:
                 continue
+            if self.flat is not None:  # a flat top says nothing about where the best is here
+                vals = [m.value for m in keep if m.ok]
+                if vals and sum(v <= min(vals) / 0.95 for v in vals) / len(vals) >= self.flat:
+                    continue
             X.append(self.features.transform([m.config for m in keep], w))
             y.append([m.value for m in keep])
             g.append(np.full(len(keep), gi + 1))
