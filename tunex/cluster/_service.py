@@ -319,6 +319,11 @@ class ServiceExecutor(Executor):
                     fut.set_result(lost(why))
             self._futures.clear()
 
+    @property
+    def gone(self) -> bool:
+        """The service went away: what runs through it now comes back ``worker_lost``."""
+        return self._gone is not None
+
     def built(self, futures: Collection[Future[Measurement]]) -> int:
         return self._events.count(futures)
 
@@ -377,7 +382,7 @@ class ServiceBuildPool:
 
     @property
     def gone(self) -> bool:
-        return self._link._gone is not None
+        return self._link.gone
 
     def submit(self, key: str, builder: Any, workload: Workload, config: Config
                ) -> Future[Artifact]:

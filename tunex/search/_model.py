@@ -200,7 +200,8 @@ class ModelSearch(SearchStrategy):
                 continue
             if self.flat is not None:  # a flat top says nothing about where the best is here
                 vals = [m.value for m in keep if m.ok]
-                if vals and sum(v <= min(vals) / 0.95 for v in vals) / len(vals) >= self.flat:
+                near = min(vals, default=0.0) / 0.95
+                if vals and sum(v <= near for v in vals) >= self.flat * len(vals):
                     continue
             X.append(self.features.transform([m.config for m in keep], w))
             y.append([m.value for m in keep])
