@@ -261,6 +261,27 @@ def test_several_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
         check_writers(db, got)
 
 
+def test_opening_a_new_file_waits_out_a_writer_instead_of_failing(tmp_path: Path) -> None:
+    # Switching a new file to write-ahead logging while another connection holds its write
+    # lock makes SQLite answer "database is locked" at once, busy_timeout or not (that is how
+    # processes creating one database together failed); opening must wait the writer out.
+    path = tmp_path / "new.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.5, lambda: other.execute("COMMIT"))
+    release.start()
+    try:
+        start = time.monotonic()
+        with Database(path) as db:
+            db.record(MM, ok(Config(a=1), 1.0), strategy="random")
+        assert time.monotonic() - start >= 0.4  # it did wait for the writer
+    finally:
+        release.join()
+        other.close()
+    with Database(path, create=False) as db:
+        assert db.count(MM) == 1
+
+
 # -- damaged, foreign, missing and newer files -----------------------------------------------
 
 

@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -161,17 +162,36 @@ class Store:
             S.migrate(conn, version)
 
     def _use_wal(self) -> None:
+        """Switch the file to write-ahead logging, once, whoever gets there first.
+
+        The switch takes an exclusive lock. When several processes open a new file at once,
+        two of them can each hold a shared lock while waiting for the other's: SQLite then
+        answers "database is locked" at once, without waiting out busy_timeout (waiting would
+        deadlock). So the switch is retried, with a random pause, until busy_timeout is spent.
+        """
         assert self._engine is not None
-        raw = self._engine.raw_connection()
-        try:
-            cursor = raw.cursor()
-            cursor.execute("PRAGMA journal_mode")
-            row = cursor.fetchone()
-            if row is None or str(row[0]).lower() != "wal":
-                cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.close()
-        finally:
-            raw.close()
+        deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+        while True:
+            raw = self._engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                cursor.execute("PRAGMA journal_mode")
+                row = cursor.fetchone()
+                if row is None or str(row[0]).lower() != "wal":
+                    cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.close()
+                return
+            except sqlite3.Error as exc:  # the raw connection raises the driver's own errors
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise DatabaseError(
+                        f"cannot open tuning database {self._shown} in write-ahead-log mode "
+                        f"({_first_line(exc)}): another process kept it locked for over "
+                        f"{_BUSY_TIMEOUT_MS // 1000} s, or the file system does not support "
+                        "it; retry, look for a hung process holding it, or pass another --db"
+                    ) from exc
+            finally:
+                raw.close()
+            time.sleep(random.uniform(0.005, 0.05))
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -454,6 +474,11 @@ def _sqlite_on_connect(dbapi_conn: Any, record: Any) -> None:
 def _sqlite_on_begin(conn: Connection) -> None:
     mode = conn.get_execution_options().get("tunex_begin", "DEFERRED")
     conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _is_busy(exc: object) -> bool:
+    low = str(exc).lower()
+    return "locked" in low or "busy" in low
 
 
 def _first_line(exc: object) -> str:
