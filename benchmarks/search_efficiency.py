@@ -831,10 +831,12 @@ def run_loo_family(members: list[tuple[str, str]], seed: int, budget: int,
 
 def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_budget: int,
                  variants: dict[str, str], optima: dict[str, float],
-                 cold_cache: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+                 cold_cache: str | None = None, warm_budget: int | None = None
+                 ) -> dict[str, dict[str, dict[str, Any]]]:
     """One (family, seed) task of ``--no-cold``: cold searches of every member by the default
     ``model`` (the siblings' sources, run once, or read from ``cold_cache``), then every
-    variant's warm searches on them. ``{variant: {space: record}}``."""
+    variant's warm searches on them, of ``warm_budget`` trials (default ``budget``).
+    ``{variant: {space: record}}``."""
     import pickle
 
     from tunex.search import register_strategy
@@ -866,7 +868,8 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
                        for s, _ in members if s != space]
             if not sources:
                 continue
-            rec = run_tunex(Path(path), "model", seed, budget, optima[space], warm=sources)
+            rec = run_tunex(Path(path), "model", seed, warm_budget or budget, optima[space],
+                            warm=sources)
             rec["sources"] = [s for s, _ in members if s != space]
             out.setdefault(name, {})[space] = {
                 "warm": rec,
@@ -910,7 +913,8 @@ def loo_main(args: argparse.Namespace) -> int:
                 continue
             for seed in range(args.seed_start, args.seed_start + args.seeds):
                 key = {"budget": args.budget, "code": tunex_code(),
-                       "source_budget": args.source_budget, "sources": "default model, cold"}
+                       "source_budget": args.source_budget, "sources": "default model, cold",
+                       **({"warm_budget": args.warm_budget} if args.warm_budget else {})}
                 todo = {n: o for n, o in opts_all.items() if not (args.reuse and all(
                     matches(doc["runs"].get(n, {}).get(s, {}).get(str(seed)),
                             {**key, "options": o}) for s, _ in members))}
@@ -956,7 +960,7 @@ def loo_main(args: argparse.Namespace) -> int:
         if args.no_cold:
             return (run_loo_warm, members, seed, args.budget, args.source_budget, _name,
                     {s: facts[s]["optimum"] for s, _ in members},
-                    str(args.cold_cache) if args.cold_cache else None)
+                    str(args.cold_cache) if args.cold_cache else None, args.warm_budget)
         return (run_loo_family, members, seed, args.budget, args.source_budget, opts,
                 {s: facts[s]["optimum"] for s, _ in members}, not args.no_warm)
 
@@ -1326,6 +1330,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "model's cold search is unchanged)")
     p.add_argument("--seed-start", type=int, default=0,
                    help="(--loo --no-cold) first seed: seeds START..START+SEEDS-1")
+    p.add_argument("--warm-budget", type=int, default=None,
+                   help="(--loo --no-cold) trials of each warm search (default --budget; "
+                        "the sources keep --budget): enough to score 'within 20' for less")
     p.add_argument("--loo-overhead", action="store_true",
                    help="(--loo) also time ask + tell at 1,000 trials of history, warm")
     p.add_argument("--child-overhead", type=Path, help=argparse.SUPPRESS)
@@ -1343,8 +1350,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--compare-only needs --compare")
     if args.no_cold and (args.no_warm or args.compare or not args.loo):
         p.error("--no-cold goes with --loo, and not with --no-warm or --compare")
-    if (args.cold_cache or args.seed_start) and not args.no_cold:
-        p.error("--cold-cache and --seed-start go with --no-cold")
+    if (args.cold_cache or args.seed_start or args.warm_budget) and not args.no_cold:
+        p.error("--cold-cache, --seed-start and --warm-budget go with --no-cold")
     args.parts = {x.strip() for x in args.parts.split(",") if x.strip()}
     unknown = args.parts - {"search", "transfer", "overhead"}
     if unknown:

@@ -157,7 +157,7 @@ def test_the_time_budget_counts_from_the_given_start():
     assert res.stopped == "time budget" and res.new_trials == 0 and res.seconds >= 5.0
     later = Tuner(t, t.space, budget="1s", strategy="random", seed=0,
                   started=time.monotonic() + 60.0).run()  # a start in the future: now
-    assert later.stopped == "time budget" and later.new_trials > 0 and later.seconds < 5.0
+    assert later.stopped == "time budget" and later.new_trials > 0 and later.seconds < 30.0
 
 
 def test_noisy_target_remeasures_close_leaders(tmp_path):

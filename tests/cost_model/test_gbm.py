@@ -88,3 +88,19 @@ def test_features_spread_list_problem_sizes():
     row = dict(zip(fx.feature_names, fx.transform([Config({"bx": 4})], w2)[0]))
     assert row["problem.problem_size[0]"] == 6 and row["problem.problem_size[2]"] == 12
     assert row["target.device=b"] == 1 and row["target.device=a"] == 0  # which device
+
+
+def test_row_weights_decide_between_workloads_that_disagree():
+    # two workloads ranked in opposite orders by the same feature: the one weighed up wins
+    X, y = data(n=200)
+    ok = np.isfinite(y)
+    X, y = X[ok], y[ok]
+    n = len(y)
+    Xg, yg = np.vstack([X, X]), np.concatenate([y, y.max() + y.min() - y])
+    g = np.r_[np.zeros(n), np.ones(n)]
+    from scipy.stats import spearmanr
+
+    for heavy, sign in ((0, 1), (1, -1)):
+        w = np.where(g == heavy, 20.0, 1.0)
+        s = GBMRanker(random_state=0).fit(Xg, yg, g, weights=w).predict(X)
+        assert sign * spearmanr(s, -y).statistic > 0.2  # unweighted: about 0

@@ -75,7 +75,11 @@ class GBMRanker(CostModel):
             p["lambdarank_truncation_level"] = 16
         return p
 
-    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> GBMRanker:
+    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None,
+            weights: np.ndarray | None = None) -> GBMRanker:
+        """Fit on rows ``X`` with runtimes ``y`` (``inf``/``nan``: failed); ``groups`` names
+        each row's workload (rankings are learned within one), ``weights`` scale each row's
+        share of the loss."""
         import lightgbm as lgb
 
         X = np.asarray(X, dtype=np.float64)
@@ -109,7 +113,8 @@ class GBMRanker(CostModel):
                 labels.append(lab[part])
                 sizes.append(len(part))
         order = np.concatenate(rows)
-        data = lgb.Dataset(X[order], label=np.concatenate(labels),
+        w = None if weights is None else np.asarray(weights, dtype=np.float64)[order]
+        data = lgb.Dataset(X[order], label=np.concatenate(labels), weight=w,
                            group=sizes if sizes else None, free_raw_data=True)
         self.booster_ = lgb.train(self._lgb_params(), data, num_boost_round=self.n_estimators)
         self.n_features_in_ = X.shape[1]

@@ -115,6 +115,10 @@ class ModelSearch(SearchStrategy):
         flat: a sibling whose measured configs are at least this share within 95% of its
             best has a flat top: its best configs are picked by noise and its ranking of the
             top says nothing, so it is left out of the warm start (``None``: keep every one).
+        transfer_decay: after a warm start, the share of the other workloads' trials in each
+            fit falls linearly to a tenth as this workload's own trials reach this many.
+        own_share: after a warm start, weigh this workload's own trials to at least this
+            share of each fit's loss (``None``: every trial weighs the same).
     """
 
     name = "model"
@@ -125,7 +129,8 @@ class ModelSearch(SearchStrategy):
                  model: dict[str, Any] | None = None, design: str = "maximin",
                  gate: float = 1.0, floor: float = 0.1, check_every: float = 0.1,
                  seed_configs: int = 2, portfolio: bool = True,
-                 seed_order: str = "given", flat: float | None = 0.5) -> None:
+                 seed_order: str = "given", flat: float | None = 0.5,
+                 transfer_decay: float = 200.0, own_share: float | None = None) -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
@@ -144,6 +149,12 @@ class ModelSearch(SearchStrategy):
             raise ValueError(f"seed_order must be 'given' or 'similar', not {seed_order!r}")
         self.seed_order = seed_order
         self.flat = flat
+        if not transfer_decay > 0:
+            raise ValueError(f"transfer_decay must be above 0, not {transfer_decay!r}")
+        if own_share is not None and not 0 < own_share < 1:
+            raise ValueError(f"own_share must be between 0 and 1, not {own_share!r}")
+        self.transfer_decay = transfer_decay
+        self.own_share = own_share
         self._model: GBMRanker | None = None
         self._arm: dict[Config, str] = {}  # proposing arm of each model proposal
         #: per arm, [trials among the best tenth, other trials]
@@ -224,8 +235,9 @@ class ModelSearch(SearchStrategy):
     # -- evidence -------------------------------------------------------------------------------
 
     def _training(self, rows: np.ndarray | slice | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Own trials (``rows`` of them) plus, while they predict, the other workloads'."""
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """Own trials (``rows`` of them) plus, while they predict, the other workloads';
+        features, runtimes, workload of each row (0: own) and row weights."""
         told = list(self.history.values())
         X = np.vstack([self._row(m.config) for m in told]) if told else np.empty(
             (0, len(self.features.feature_names)))
@@ -235,13 +247,18 @@ class ModelSearch(SearchStrategy):
         g = np.zeros(len(y), dtype=np.int64)
         if self._other is not None and self.use_other_:
             oX, oy, og = self._other
-            keep = max(0.1, 1.0 - len(told) / 200.0)  # own trials take over as they grow
+            keep = max(0.1, 1.0 - len(told) / self.transfer_decay)  # own trials take over
             n = int(len(oy) * keep)
             sel = self.rng.choice(len(oy), size=n, replace=False) if n < len(oy) else slice(None)
+            own = len(y)
             X = np.vstack([X, oX[sel]])
             y = np.concatenate([y, oy[sel]])
             g = np.concatenate([g, og[sel]])
-        return X, y, g
+            if self.own_share is not None and own:
+                w = np.ones(len(y))
+                w[:own] = max(1.0, self.own_share / (1.0 - self.own_share) * (len(y) - own) / own)
+                return X, y, g, w
+        return X, y, g, None
 
     def _check(self) -> None:
         """Score the model on held-back trials (3 folds) and the other workloads' model on all
