@@ -157,6 +157,33 @@ def test_transfer_is_dropped_when_the_siblings_mislead():
     assert mislead.prior_rho_ is not None and mislead.prior_rho_ < 0 and not mislead.use_other_
 
 
+def test_own_trials_weigh_their_share_of_a_warm_fit():
+    """With ``own_share`` (0.5 by default), this workload's trials carry at least that share of
+    each fit's loss however many sibling trials train beside them; without it every row weighs
+    one."""
+    s = space()
+    others = [Measurement(c, Status.OK, (smooth(c),)) for c in s.sample(120, rng=0)]
+    w_o, here = Workload("k", problem={"n": 1}), Workload("k", problem={"n": 2})
+    for share in (0.3, None):
+        st = ModelSearch(s, seed=0, **({} if share is None else {"own_share": share}))
+        share = share or 0.5  # the default
+        st.warm_start([(w_o, others)], current=here)
+        search(st, smooth, 8)
+        _X, y, g, w = st._training()
+        assert w is not None and (g == 0).sum() == 8 and len(y) > 100
+        assert w[g == 0].sum() / w.sum() == pytest.approx(share)
+        assert np.all(w[g != 0] == 1.0)
+    plain = ModelSearch(s, seed=0, own_share=None)
+    plain.warm_start([(w_o, others)], current=here)
+    search(plain, smooth, 8)
+    assert plain._training()[3] is None
+    for bad in (0.0, 1.0, -0.5):
+        with pytest.raises(ValueError, match="own_share"):
+            ModelSearch(s, own_share=bad)
+    with pytest.raises(ValueError, match="transfer_decay"):
+        ModelSearch(s, transfer_decay=0)
+
+
 def test_portfolio_splits_model_proposals_by_their_hits():
     """With ``portfolio=True`` the model's proposals come from both arms (its best anywhere,
     its best neighbour of the leaders), and every one of them is scored when told."""

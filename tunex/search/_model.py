@@ -25,7 +25,11 @@ trials in 8% of runs, against 13% for the global arm alone (benchmarks/RESULTS.m
 
 Transfer (:meth:`ModelSearch.warm_start`): the best configs of the same kernel's other
 workloads are the first proposals, and their trials train the model beside this workload's own,
-unless a model fit on them alone ranks this workload's own trials worse than chance.
+unless a model fit on them alone ranks this workload's own trials worse than chance. This
+workload's own trials weigh half of every fit from the first one (the siblings' thousands of
+trials would otherwise drown its few), and the siblings' share of the rows falls to a tenth by
+its 45th trial. A sibling whose top is flat (half its configs within 5% of its best) is left
+out: its best configs are noise.
 """
 
 from __future__ import annotations
@@ -118,7 +122,8 @@ class ModelSearch(SearchStrategy):
         transfer_decay: after a warm start, the share of the other workloads' trials in each
             fit falls linearly to a tenth as this workload's own trials reach this many.
         own_share: after a warm start, weigh this workload's own trials to at least this
-            share of each fit's loss (``None``: every trial weighs the same).
+            share of each fit's loss, however many sibling trials train beside them
+            (``None``: every trial weighs the same, so a few own trials are drowned out).
     """
 
     name = "model"
@@ -130,7 +135,7 @@ class ModelSearch(SearchStrategy):
                  gate: float = 1.0, floor: float = 0.1, check_every: float = 0.1,
                  seed_configs: int = 2, portfolio: bool = True,
                  seed_order: str = "given", flat: float | None = 0.5,
-                 transfer_decay: float = 200.0, own_share: float | None = None) -> None:
+                 transfer_decay: float = 50.0, own_share: float | None = 0.5) -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
