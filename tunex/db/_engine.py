@@ -182,13 +182,16 @@ class Store:
                 cursor.close()
                 return
             except sqlite3.Error as exc:  # the raw connection raises the driver's own errors
-                if not _is_busy(exc) or time.monotonic() > deadline:
+                where = f"cannot open tuning database {self._shown} in write-ahead-log mode"
+                if not _is_busy(exc):
                     raise DatabaseError(
-                        f"cannot open tuning database {self._shown} in write-ahead-log mode "
-                        f"({_first_line(exc)}): another process kept it locked for over "
-                        f"{_BUSY_TIMEOUT_MS // 1000} s, or the file system does not support "
-                        "it; retry, look for a hung process holding it, or pass another --db"
-                    ) from exc
+                        f"{where} ({_first_line(exc)}): check that the file and its directory "
+                        "are writable, on a local file system, or pass another --db") from exc
+                if time.monotonic() > deadline:
+                    raise DatabaseError(
+                        f"{where}: another process kept it locked for over "
+                        f"{_BUSY_TIMEOUT_MS // 1000} s; retry, and look for a hung process "
+                        "holding it") from exc
             finally:
                 raw.close()
             time.sleep(random.uniform(0.005, 0.05))
