@@ -164,9 +164,8 @@ def test_own_trials_weigh_their_share_of_a_warm_fit():
     s = space()
     others = [Measurement(c, Status.OK, (smooth(c),)) for c in s.sample(120, rng=0)]
     w_o, here = Workload("k", problem={"n": 1}), Workload("k", problem={"n": 2})
-    for share in (0.3, None):
-        st = ModelSearch(s, seed=0, **({} if share is None else {"own_share": share}))
-        share = share or 0.5  # the default
+    for options, share in (({"own_share": 0.3}, 0.3), ({}, 0.5)):  # {}: the default
+        st = ModelSearch(s, seed=0, **options)
         st.warm_start([(w_o, others)], current=here)
         search(st, smooth, 8)
         _X, y, g, w = st._training()

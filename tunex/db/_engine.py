@@ -256,7 +256,7 @@ class Store:
                     f"{where} is corrupt ({reason}); tunex did not change it: move it aside "
                     "or pass another --db"
                 )
-            if "locked" in low or "busy" in low:
+            if _is_busy(low):
                 return DatabaseError(
                     f"cannot {action} {where}: another process kept it locked for over "
                     f"{_BUSY_TIMEOUT_MS // 1000} s ({reason}); retry, and look for a hung "
