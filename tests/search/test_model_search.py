@@ -246,3 +246,28 @@ def test_a_seeded_search_repeats_exactly_in_another_process():
         assert done.returncode == 0, done.stderr[-2000:]
         out.append(done.stdout)
     assert out[0] == out[1]
+
+
+def test_the_tpe_arm_proposes_from_this_workloads_trials_and_rests_on_a_long_history():
+    """``tpe_arm=True``: a third arm of the portfolio, Optuna's TPE fit on every trial told to
+    the search; its proposals are scored like the others', and it rests past its history cap."""
+    from tunex.search import _model
+
+    st = get_strategy("model", space(), seed=0, gate=0, tpe_arm=True)
+    search(st, smooth, 60)
+    assert set(st.arms_) == {"global", "local", "tpe"}
+    assert sum(st.arms_["tpe"]) > 0  # it was drawn, and every one of its trials was scored
+    assert st._tpe is not None and len(st._tpe.study.trials) >= len(st.history)
+    told = {c.key for c in st._tpe.history}
+    assert told == {c.key for c in st.history}  # it learnt from every trial, not only its own
+    assert not st._arm
+    cap = _model._TPE_MAX_HISTORY
+    _model._TPE_MAX_HISTORY = len(st.history)
+    try:
+        before = len(st._tpe.study.trials)
+        assert st._tpe_pick([]) is None
+        assert len(st._tpe.study.trials) == before  # resting costs no TPE ask
+    finally:
+        _model._TPE_MAX_HISTORY = cap
+    assert get_strategy("model", space(), seed=0, tpe_arm=False).arms_.keys() == {"global",
+                                                                                    "local"}

@@ -47,6 +47,9 @@ from tunex.trial import Config, Measurement, Workload
 
 __all__ = ["ModelSearch", "rank_correlation"]
 
+_TPE_MAX_HISTORY = 300  # TPE's cost per ask grows with the history; past it the arm rests
+_TPE_RETRIES = 8  # TPE proposals of excluded points before the arm gives this turn up
+
 
 def _ranks(a: np.ndarray) -> np.ndarray:
     """Ranks 0..n-1 with ties sharing their mean rank."""
@@ -124,6 +127,10 @@ class ModelSearch(SearchStrategy):
         own_share: after a warm start, weigh this workload's own trials to at least this
             share of each fit's loss, however many sibling trials train beside them
             (``None``: every trial weighs the same, so a few own trials are drowned out).
+        tpe_arm: a third arm in the portfolio: Optuna's TPE sampler on this workload's own
+            trials (density ratio of good to other configs, per parameter and joint), the
+            method that wins early on spaces where a few parameters decide; it rests once the
+            history reaches 300 trials, where its cost per proposal would grow past the model's.
     """
 
     name = "model"
@@ -135,7 +142,8 @@ class ModelSearch(SearchStrategy):
                  gate: float = 1.0, floor: float = 0.1, check_every: float = 0.1,
                  seed_configs: int = 2, portfolio: bool = True,
                  seed_order: str = "given", flat: float | None = 0.5,
-                 transfer_decay: float = 50.0, own_share: float | None = 0.5) -> None:
+                 transfer_decay: float = 50.0, own_share: float | None = 0.5,
+                 tpe_arm: bool = False) -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
@@ -160,10 +168,14 @@ class ModelSearch(SearchStrategy):
             raise ValueError(f"own_share must be between 0 and 1, not {own_share!r}")
         self.transfer_decay = transfer_decay
         self.own_share = own_share
+        self.tpe_arm = tpe_arm and portfolio
+        self._tpe: SearchStrategy | None = None  # Optuna's TPE on this workload's trials
         self._model: GBMRanker | None = None
         self._arm: dict[Config, str] = {}  # proposing arm of each model proposal
         #: per arm, [trials among the best tenth, other trials]
         self.arms_: dict[str, list[int]] = {"global": [0, 0], "local": [0, 0]}
+        if self.tpe_arm:
+            self.arms_["tpe"] = [0, 0]
         self.model_options = dict(model or {})
         if variant:
             self.model_options.setdefault("objective", variant)
@@ -390,12 +402,29 @@ class ModelSearch(SearchStrategy):
         scores = self._model.predict(np.vstack([self._row(c) for c in cands]))
         return cands[int(np.argmax(scores))]
 
+    def _tpe_pick(self, taken: list[Config]) -> Config | None:
+        """Optuna's TPE sampler's next config, fit on this workload's trials (``None`` once it
+        has too long a history to stay cheap, or when it proposes nothing fresh)."""
+        if len(self.history) >= _TPE_MAX_HISTORY:
+            return None
+        if self._tpe is None:
+            from tunex.search._optuna import OptunaSearch
+
+            self._tpe = OptunaSearch(self.space, seed=int(self.rng.integers(2**31)),
+                                     variant="tpe", retries=_TPE_RETRIES)
+            self._tpe.tell(list(self.history.values()))
+        self._tpe.pending = self.pending | set(taken)  # what it must not propose again
+        got = self._tpe.ask(1)
+        c = got[0] if got else None
+        return c if c is not None and self._fresh(c) and c not in taken else None
+
     def _model_pick(self, taken: list[Config]) -> Config | None:
         if not self.portfolio:
             return self._ranked(taken)
         draw = {a: self.rng.beta(1 + won, 1 + lost) for a, (won, lost) in self.arms_.items()}
         arm = max(draw, key=lambda a: draw[a])
-        c = self._local(taken) if arm == "local" else None
+        c = self._local(taken) if arm == "local" else (
+            self._tpe_pick(taken) if arm == "tpe" else None)
         if c is None:
             arm, c = "global", self._ranked(taken)
         if c is not None:
@@ -403,6 +432,8 @@ class ModelSearch(SearchStrategy):
         return c
 
     def _tell(self, measurements: Sequence[Measurement]) -> None:
+        if self._tpe is not None:
+            self._tpe.tell(measurements)
         if not self._arm:
             return
         ok = np.sort([m.value for m in self.history.values() if m.ok])

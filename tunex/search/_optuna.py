@@ -66,7 +66,8 @@ class OptunaSearch(SearchStrategy):
 
     name = "optuna"
 
-    def __init__(self, space: Space, *, seed: int | None = None, variant: str = "tpe") -> None:
+    def __init__(self, space: Space, *, seed: int | None = None, variant: str = "tpe",
+                 retries: int | None = None) -> None:
         super().__init__(space, seed=seed)
         self.variant = variant or "tpe"
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -82,7 +83,7 @@ class OptunaSearch(SearchStrategy):
         self._open: dict[Config, list[optuna.trial.Trial]] = {}
         self._orphans: list[optuna.trial.Trial] = []  # excluded points told once a value exists
         self._worst: float | None = None
-        self._retries = _MAX_RETRIES_GP if self.variant == "gp" else _MAX_RETRIES
+        self._retries = retries or (_MAX_RETRIES_GP if self.variant == "gp" else _MAX_RETRIES)
 
     # -- mapping between Optuna's index params and configs --------------------------------------
 
