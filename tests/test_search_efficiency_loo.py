@@ -75,3 +75,30 @@ def test_the_comparison_reads_each_strategy_at_its_own_budget():
     assert "| a/1 | 100 | 3 | **10** | 2 | >100 | 20 | model | yes |" in table
     assert "| b/1 | 100 | 3 | **40** | 2 | 30 | - | random | no |" in table
     assert "on **1 of 2 spaces (50%)**" in table
+
+
+def test_the_comparison_tests_run_by_run_which_strategies_are_significantly_faster():
+    se = bench()
+    facts = {s: {"family": s.split("/")[0], "random": {"0.95": {"median": 100.0}}}
+             for s in ("a/1", "b/1")}
+
+    def runs(t95s: list[int]) -> dict[str, dict]:
+        return {str(seed): {"t95": t, "budget": 100} for seed, t in enumerate(t95s)}
+
+    slow, fast = [40, 41, 42, 43, 44], [10, 11, 12, 13, 14]
+    doc = {
+        "loo": {"runs": {"model": {
+            "a/1": {str(s): {"cold": {"t95": t}, "budget": 100} for s, t in enumerate(slow)},
+            "b/1": {str(s): {"cold": {"t95": t}, "budget": 100} for s, t in enumerate(fast)}}}},
+        "runs": {
+            # a/1: random always faster than model, kt:pso the same runs as model
+            "a/1": {"random": runs(fast), "kt:pso": runs(slow)},
+            # b/1: one lucky run of random, the rest slow: neither is significantly faster
+            "b/1": {"random": runs([5, 60, 61, 62, 63]), "kt:pso": runs([12, 12, 12, 12, 12])},
+        }}
+    table = "\n".join(se.loo_compare_table(doc, facts, "model", ["random", "kt:pso"], 5, 100))
+    assert "| a/1 |" in table and table.split("| a/1 |")[1].split("\n")[0].endswith(
+        "| no | random |")
+    assert table.split("| b/1 |")[1].split("\n")[0].endswith("| - |")
+    assert "significantly faster than cold `model` on **1 of 2 spaces (50%)**" in table
+    assert "random 0 / 1, kt:pso 0 / 0" in table  # model significantly faster / slower
