@@ -271,3 +271,31 @@ def test_the_tpe_arm_proposes_from_this_workloads_trials_and_rests_on_a_long_his
         _model._TPE_MAX_HISTORY = cap
     assert get_strategy("model", space(), seed=0, tpe_arm=False).arms_.keys() == {"global",
                                                                                     "local"}
+
+
+def test_local_moves_any_lets_the_local_arm_jump_to_any_value_of_one_parameter():
+    """A method selector declared as an ordered int (0..3) is one move from any of its values
+    with ``local_moves="any"``; with ``"step"`` the local arm reaches only adjacent ones."""
+    sp = Space([Int("method", 0, 3), Pow2("b", 1, 8)])
+    told = [Measurement(Config({"method": 3, "b": b}), Status.OK, (1.0 + b / 100,))
+            for b in (1, 2, 4)]
+    picks = {}
+    for moves in ("step", "any"):
+        st = ModelSearch(sp, seed=0, local_moves=moves)
+        st.tell(told)
+        st._fit()
+        col = st.features.feature_names.index("method")
+
+        class PrefersLowMethod:  # a model that ranks method 0 best
+            def __init__(self, col: int) -> None:
+                self.col = col
+
+            def predict(self, X):
+                return -np.asarray(X)[:, self.col]
+
+        st._model = PrefersLowMethod(col)  # type: ignore[assignment]
+        picks[moves] = st._local([])
+    assert picks["step"]["method"] == 2  # adjacent to the leaders' 3
+    assert picks["any"]["method"] == 0  # the model's best value, one parameter away
+    with pytest.raises(ValueError, match="local_moves"):
+        ModelSearch(sp, local_moves="far")

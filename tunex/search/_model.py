@@ -18,10 +18,11 @@ differ a little (Thompson-style exploration), and a small share of proposals is 
 
 The model's proposals come from a portfolio of two methods, chosen per proposal by the
 search's own evidence: the model's best config anywhere (global) or its best neighbour of the
-three leading configs (local search, what genetic algorithms and annealing exploit on small
-spaces), each arm drawn by Thompson sampling on how often its trials landed among the best
-tenth so far. Leave-one-out over 21 recorded spaces it misses 95% of the optimum within 100
-trials in 8% of runs, against 13% for the global arm alone (benchmarks/RESULTS.md).
+three leading configs, any other value of one of their parameters (local search, what genetic
+algorithms and annealing exploit on small spaces), each arm drawn by Thompson sampling on how
+often its trials landed among the best tenth so far. Leave-one-out over 21 recorded spaces it
+misses 95% of the optimum within 100 trials in 8-9% of runs, against 13% for the global arm
+alone (benchmarks/RESULTS.md).
 
 Transfer (:meth:`ModelSearch.warm_start`): the best configs of the same kernel's other
 workloads are the first proposals, and their trials train the model beside this workload's own,
@@ -131,6 +132,10 @@ class ModelSearch(SearchStrategy):
             trials (density ratio of good to other configs, per parameter and joint), the
             method that wins early on spaces where a few parameters decide; it rests once the
             history reaches 300 trials, where its cost per proposal would grow past the model's.
+        local_moves: the local arm's candidates around the leading configs: ``"step"`` (one
+            step of one parameter: an adjacent value of an ordered one) or ``"any"`` (any other
+            value of one parameter, so a method selector declared as an ordered int is one
+            move from each of its values).
     """
 
     name = "model"
@@ -143,7 +148,7 @@ class ModelSearch(SearchStrategy):
                  seed_configs: int = 2, portfolio: bool = True,
                  seed_order: str = "given", flat: float | None = 0.5,
                  transfer_decay: float = 50.0, own_share: float | None = 0.5,
-                 tpe_arm: bool = False) -> None:
+                 tpe_arm: bool = False, local_moves: str = "any") -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
@@ -169,6 +174,9 @@ class ModelSearch(SearchStrategy):
         self.transfer_decay = transfer_decay
         self.own_share = own_share
         self.tpe_arm = tpe_arm and portfolio
+        if local_moves not in ("step", "any"):
+            raise ValueError(f"local_moves must be 'step' or 'any', not {local_moves!r}")
+        self.local_moves = local_moves
         self._tpe: SearchStrategy | None = None  # Optuna's TPE on this workload's trials
         self._model: GBMRanker | None = None
         self._arm: dict[Config, str] = {}  # proposing arm of each model proposal
@@ -390,11 +398,12 @@ class ModelSearch(SearchStrategy):
                 return None
 
     def _local(self, taken: list[Config]) -> Config | None:
-        """The model's best fresh neighbour of the three leading configs."""
+        """The model's best fresh neighbour (``local_moves``) of the three leading configs."""
         if self._stale() or self._model is None:
             self._fit()
         ok = sorted((m for m in self.history.values() if m.ok), key=lambda m: m.value)[:3]
-        near = {c for m in ok for c in self.space.neighbours(m.config)
+        near = {c for m in ok
+                for c in self.space.neighbours(m.config, hamming=self.local_moves == "any")
                 if self._fresh(c) and c not in taken}
         if not near or self._model is None:
             return None
