@@ -132,6 +132,7 @@ class ModelSearch(SearchStrategy):
             trials (density ratio of good to other configs, per parameter and joint), the
             method that wins early on spaces where a few parameters decide; it rests once the
             history reaches 300 trials, where its cost per proposal would grow past the model's.
+            Off by default: leave-one-out it traded spaces cold and lost warm (RESULTS.md).
         local_moves: the local arm's candidates around the leading configs: ``"step"`` (one
             step of one parameter: an adjacent value of an ordered one) or ``"any"`` (any other
             value of one parameter, so a method selector declared as an ordered int is one

@@ -61,7 +61,9 @@ class OptunaSearch(SearchStrategy):
     """An Optuna sampler (``variant``: tpe, cmaes, gp, qmc, random) on a tunex space.
 
     Ordered parameters are given to Optuna as integer indices (so CMA-ES and GP see their
-    order), the others as categorical. The objective is ``log(runtime)``.
+    order), the others as categorical. The objective is ``log(runtime)``. ``retries``: proposals
+    of excluded or known points per slot before a fresh uniform point is taken instead (default
+    64; 6 for GP, whose every proposal costs a fit).
     """
 
     name = "optuna"
