@@ -18,11 +18,10 @@ differ a little (Thompson-style exploration), and a small share of proposals is 
 
 The model's proposals come from a portfolio of two methods, chosen per proposal by the
 search's own evidence: the model's best config anywhere (global) or its best neighbour of the
-three leading configs, any other value of one of their parameters (local search, what genetic
-algorithms and annealing exploit on small spaces), each arm drawn by Thompson sampling on how
-often its trials landed among the best tenth so far. Leave-one-out over 21 recorded spaces it
-misses 95% of the optimum within 100 trials in 8-9% of runs, against 13% for the global arm
-alone (benchmarks/RESULTS.md).
+three leading configs (local search, what genetic algorithms and annealing exploit on small
+spaces), each arm drawn by Thompson sampling on how often its trials landed among the best
+tenth so far. Leave-one-out over 21 recorded spaces it misses 95% of the optimum within 100
+trials in 8% of runs, against 13% for the global arm alone (benchmarks/RESULTS.md).
 
 Transfer (:meth:`ModelSearch.warm_start`): the best configs of the same kernel's other
 workloads are the first proposals, and their trials train the model beside this workload's own,
@@ -136,7 +135,7 @@ class ModelSearch(SearchStrategy):
         local_moves: the local arm's candidates around the leading configs: ``"step"`` (one
             step of one parameter: an adjacent value of an ordered one) or ``"any"`` (any other
             value of one parameter, so a method selector declared as an ordered int is one
-            move from each of its values).
+            move from each of its values; leave-one-out no better overall, RESULTS.md).
     """
 
     name = "model"
@@ -149,7 +148,7 @@ class ModelSearch(SearchStrategy):
                  seed_configs: int = 2, portfolio: bool = True,
                  seed_order: str = "given", flat: float | None = 0.5,
                  transfer_decay: float = 50.0, own_share: float | None = 0.5,
-                 tpe_arm: bool = False, local_moves: str = "any") -> None:
+                 tpe_arm: bool = False, local_moves: str = "step") -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
