@@ -829,6 +829,25 @@ def run_loo_family(members: list[tuple[str, str]], seed: int, budget: int,
     return out
 
 
+def cold_cache_path(folder: Path, members: list[tuple[str, str]], seed: int,
+                    budget: int) -> Path:
+    """Where ``--cold-cache`` keeps a family's cold sources: keyed by the recorded files'
+    contents, the seed, the budget and the default ``model``'s options (a changed default
+    makes new sources; a change inside the code does not show here, see ``--cold-cache``)."""
+    import inspect
+
+    from tunex.search._model import ModelSearch
+
+    defaults = {k: repr(v.default) for k, v in
+                inspect.signature(ModelSearch.__init__).parameters.items()
+                if v.default is not inspect.Parameter.empty}
+    digest = hashlib.sha256(json.dumps(
+        [[[s, ReplayTarget(Path(p)).digest] for s, p in members], defaults],
+        sort_keys=True).encode()).hexdigest()[:12]
+    family = members[0][0].split("/")[0]
+    return folder / f"{family}-seed{seed}-budget{budget}-{digest}.pkl"
+
+
 def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_budget: int,
                  variants: dict[str, str], optima: dict[str, float],
                  cold_cache: str | None = None, warm_budget: int | None = None
@@ -845,10 +864,7 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
     cold: dict[str, dict[str, Any]] | None = None
     cache = None
     if cold_cache:
-        family = members[0][0].split("/")[0]
-        digest = hashlib.sha256(json.dumps(
-            [[s, ReplayTarget(Path(p)).digest] for s, p in members]).encode()).hexdigest()[:12]
-        cache = Path(cold_cache) / f"{family}-seed{seed}-budget{budget}-{digest}.pkl"
+        cache = cold_cache_path(Path(cold_cache), members, seed, budget)
         if cache.exists():
             cold = pickle.loads(cache.read_bytes())
     if cold is None:
@@ -1347,8 +1363,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "'warm' beside the held-out space's own default cold run")
     p.add_argument("--cold-cache", type=Path,
                    help="(--loo --no-cold) folder where those cold searches are kept and read "
-                        "back (per family, seed, budget and data; valid while the default "
-                        "model's cold search is unchanged)")
+                        "back (per family, seed, budget, data and the default model's options; "
+                        "clear it when a code change moves the default's cold search)")
     p.add_argument("--seed-start", type=int, default=0,
                    help="(--loo --no-cold) first seed: seeds START..START+SEEDS-1")
     p.add_argument("--warm-budget", type=int, default=None,

@@ -102,3 +102,33 @@ def test_the_comparison_tests_run_by_run_which_strategies_are_significantly_fast
     assert table.split("| b/1 |")[1].split("\n")[0].endswith("| - |")
     assert "significantly faster than cold `model` on **1 of 2 spaces (50%)**" in table
     assert "random 0 / 1, kt:pso 0 / 0" in table  # model significantly faster / slower
+
+
+def test_the_cold_cache_keys_sources_by_the_default_models_options(tmp_path, monkeypatch):
+    """Warm-only screens read their siblings' cold searches from a cache; a changed default of
+    the model strategy (it changes those searches) must not read the old default's."""
+    se = bench()
+    from tunex.search._model import ModelSearch
+
+    members = [("pnpoly/A", str(recorded("pnpoly/RTX_2080_Ti.json.gz"))),
+               ("pnpoly/B", str(recorded("pnpoly/RTX_3060_laptop.json.gz")))]
+    before = se.cold_cache_path(tmp_path, members, 3, 100)
+    assert before == se.cold_cache_path(tmp_path, members, 3, 100)  # stable
+    assert before.parent == tmp_path and before.name.startswith("pnpoly-seed3-budget100-")
+    assert before != se.cold_cache_path(tmp_path, members, 4, 100)
+    import inspect
+
+    sig = inspect.signature(ModelSearch.__init__)
+
+    def with_default(name: str, value: object):  # the same signature but one default
+        def init(self, *a, **kw):
+            raise AssertionError("not called")
+
+        init.__signature__ = sig.replace(parameters=[  # type: ignore[attr-defined]
+            p.replace(default=value) if p.name == name else p for p in sig.parameters.values()])
+        return init
+
+    monkeypatch.setattr(ModelSearch, "__init__", with_default("local_moves", "step"))
+    assert se.cold_cache_path(tmp_path, members, 3, 100) == before  # the actual default
+    monkeypatch.setattr(ModelSearch, "__init__", with_default("local_moves", "any"))
+    assert se.cold_cache_path(tmp_path, members, 3, 100) != before
