@@ -1219,10 +1219,10 @@ def loo_compare_table(doc: dict[str, Any], facts: dict[str, dict[str, Any]], mod
                       others: list[str], seeds: int, b: int) -> list[str]:
     """Per held-out space: median trials to 95% of model (cold and warm) and of every other
     strategy (cold), the best median, and whether cold model's is below every other one."""
-    loo = doc.get("loo", {})
-    names = strategy_order(others)
     from scipy.stats import mannwhitneyu
 
+    loo = doc.get("loo", {})
+    names = strategy_order(others)
     rows, ahead, tied, n_spaces, behind_any = [], 0, 0, 0, 0
     beaten = dict.fromkeys(names, 0)  # spaces where cold model's median is below this one's
     counted = dict.fromkeys(names, 0)
@@ -1257,8 +1257,7 @@ def loo_compare_table(doc: dict[str, Any], facts: dict[str, dict[str, Any]], mod
                     sig[st][1] += 1
                     slower.append(st.removeprefix("optuna:"))
         behind_any += bool(slower)
-        n_runs = sorted({len(cold), *(len(compare_runs(doc, space, st, seeds, b))
-                                      for st in med)})
+        n_runs = sorted({len(cold), *(len(t) for t in runs.values())})
         rows.append(
             f"| {space} | {f['random']['0.95']['median']:,.0f} | "
             f"{'/'.join(map(str, n_runs))} | **{fmt_trials(m, b)}** | "
