@@ -95,13 +95,28 @@ def test_the_comparison_tests_run_by_run_which_strategies_are_significantly_fast
             "a/1": {"random": runs(fast), "kt:pso": runs(slow)},
             # b/1: one lucky run of random, the rest slow: neither is significantly faster
             "b/1": {"random": runs([5, 60, 61, 62, 63]), "kt:pso": runs([12, 12, 12, 12, 12])},
+            # c/1: kt:pso faster at p = 0.028, which two tests on one space do not hold up
+            "c/1": {"random": runs(slow), "kt:pso": runs([39, 39, 41, 41, 10])},
         }}
+    doc["loo"]["runs"]["model"]["c/1"] = doc["loo"]["runs"]["model"]["a/1"]
+    facts["c/1"] = {"family": "c", "random": {"0.95": {"median": 100.0}}}
     table = "\n".join(se.loo_compare_table(doc, facts, "model", ["random", "kt:pso"], 5, 100))
     assert "| a/1 |" in table and table.split("| a/1 |")[1].split("\n")[0].endswith(
         "| no | random |")
     assert table.split("| b/1 |")[1].split("\n")[0].endswith("| - |")
-    assert "significantly faster than cold `model` on **1 of 2 spaces (50%)**" in table
-    assert "random 0 / 1, kt:pso 0 / 0" in table  # model significantly faster / slower
+    assert table.split("| c/1 |")[1].split("\n")[0].endswith("| - (kt:pso) |")
+    assert ("significantly faster than cold `model` on **2 of 3 spaces (67%)**; without the "
+            "correction on 1 (33%)") in table
+    assert "random 0 / 1, kt:pso 0 / 1" in table  # model significantly faster / slower
+
+
+def test_holm_rejects_step_down_and_stops_at_the_first_that_holds():
+    se = bench()
+    assert se.holm({"a": 0.01, "b": 0.02, "c": 0.06}) == {"a", "b"}  # 0.01 < .05 / 3, .02 < .05 / 2
+    assert se.holm({"a": 0.01, "b": 0.02, "c": 0.04}) == {"a", "b", "c"}
+    assert se.holm({"a": 0.02, "b": 0.001}) == {"a", "b"}
+    assert se.holm({"a": 0.03, "b": 0.03}) == set()  # 0.03 >= 0.025: nothing after it either
+    assert se.holm({"a": 0.04}) == {"a"} and se.holm({}) == set()
 
 
 def test_the_cold_cache_keys_sources_by_the_default_models_options(tmp_path, monkeypatch):
