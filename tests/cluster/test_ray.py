@@ -144,6 +144,9 @@ def test_trials_go_to_whichever_device_is_free_and_record_where(ray_cluster):
     ex = RayExecutor(t, RayOptions(device_specs=(board, *simulator_devices(2)),
                                    measure_timeout=30, in_flight=6))
     try:
+        # every device's actor placed first: on a loaded machine one can take longer to start
+        # than the others take to measure all twelve, and the claim here is about free devices
+        until(lambda: all(s.state == "free" for s in ex._slots), "every device placed", 120)
         ms = [f.result(timeout=120) for f in [ex.submit(W, Config(a=k)) for k in range(12)]]
     finally:
         ex.close()
