@@ -914,7 +914,7 @@ def loo_main(args: argparse.Namespace) -> int:
     for name, options in variants.items():
         opts = json.dumps(options, sort_keys=True)
         for family, members in families.items():
-            for seed in range(args.seeds):
+            for seed in range(args.seed_start, args.seed_start + args.seeds):
                 key = {"budget": args.budget, "code": tunex_code(), "options": opts,
                        "source_budget": args.source_budget}
                 have = [doc["runs"].get(name, {}).get(s, {}).get(str(seed)) for s, _ in members]
@@ -945,7 +945,8 @@ def loo_main(args: argparse.Namespace) -> int:
     compare_tasks = [] if args.report_only else plan(
         plain, {s: p for s, (_f, p) in spaces.items()}, facts, results)
     print(f"leave-one-out: {len(tasks)} tasks ({len(spaces)} spaces in {len(families)} "
-          f"families, variants {', '.join(variants)}, seeds 0-{args.seeds - 1})"
+          f"families, variants {', '.join(variants)}, seeds {args.seed_start}-"
+          f"{args.seed_start + args.seeds - 1})"
           + (f"; {len(compare_tasks)} runs of {', '.join(compare)}" if compare else ""),
           flush=True)
 
@@ -1013,7 +1014,7 @@ def loo_main(args: argparse.Namespace) -> int:
         body = loo_warm_report(doc, list(facts), list(variants),
                                range(args.seed_start, args.seed_start + args.seeds), args.budget)
     else:
-        body = loo_report(doc, facts, list(variants), args.seeds, args.budget)
+        body = loo_report(doc, facts, list(variants), args.seed_start + args.seeds, args.budget)
     if compare:
         body += "\n" + loo_compare_report(results.doc, facts, next(iter(variants), "model"),
                                           compare, args.seeds, args.budget)
@@ -1383,7 +1384,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "back (per family, seed, budget, data and the default model's options; "
                         "clear it when a code change moves the default's cold search)")
     p.add_argument("--seed-start", type=int, default=0,
-                   help="(--loo --no-cold) first seed: seeds START..START+SEEDS-1")
+                   help="(--loo --no-cold or --no-warm) first seed: seeds START..START+SEEDS-1 "
+                        "(the cold report then reads seeds 0..START+SEEDS-1 of --out)")
     p.add_argument("--warm-budget", type=int, default=None,
                    help="(--loo --no-cold) trials of each warm search (default --budget; "
                         "the sources keep --budget): enough to score 'within 20' for less")
@@ -1404,8 +1406,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--compare-only needs --compare")
     if args.no_cold and (args.no_warm or args.compare or not args.loo):
         p.error("--no-cold goes with --loo, and not with --no-warm or --compare")
-    if (args.cold_cache or args.seed_start or args.warm_budget) and not args.no_cold:
-        p.error("--cold-cache, --seed-start and --warm-budget go with --no-cold")
+    if (args.cold_cache or args.warm_budget) and not args.no_cold:
+        p.error("--cold-cache and --warm-budget go with --no-cold")
+    if (args.seed_start and not (args.no_cold or args.no_warm)) or args.seed_start < 0:
+        p.error("--seed-start goes with --no-cold or --no-warm, and is at least 0")
     args.parts = {x.strip() for x in args.parts.split(",") if x.strip()}
     unknown = args.parts - {"search", "transfer", "overhead"}
     if unknown:

@@ -248,29 +248,34 @@ def test_a_seeded_search_repeats_exactly_in_another_process():
     assert out[0] == out[1]
 
 
-def test_the_tpe_arm_proposes_from_this_workloads_trials_and_rests_on_a_long_history():
-    """``tpe_arm=True``: a third arm of the portfolio, Optuna's TPE fit on every trial told to
-    the search; its proposals are scored like the others', and it rests past its history cap."""
+@pytest.mark.parametrize("arm", ["tpe", "cmaes"])
+def test_the_sampler_arm_proposes_from_this_workloads_trials_and_rests_on_a_long_history(arm):
+    """``sampler_arm``: a third arm of the portfolio, an Optuna sampler fit on every trial told
+    to the search; its proposals are scored like the others', and it rests past its history
+    cap. CMA-ES starts from a distribution fit to the best trials when it is first drawn."""
     from tunex.search import _model
 
-    st = get_strategy("model", space(), seed=0, gate=0, tpe_arm=True)
+    st = get_strategy("model", space(), seed=0, gate=0, sampler_arm=arm)
     search(st, smooth, 60)
-    assert set(st.arms_) == {"global", "local", "tpe"}
-    assert sum(st.arms_["tpe"]) > 0  # it was drawn, and every one of its trials was scored
-    assert st._tpe is not None and len(st._tpe.study.trials) >= len(st.history)
-    told = {c.key for c in st._tpe.history}
+    assert set(st.arms_) == {"global", "local", arm}
+    assert sum(st.arms_[arm]) > 0  # it was drawn, and every one of its trials was scored
+    assert st._sampler is not None and len(st._sampler.study.trials) >= len(st.history)
+    told = {c.key for c in st._sampler.history}
     assert told == {c.key for c in st.history}  # it learnt from every trial, not only its own
     assert not st._arm
-    cap = _model._TPE_MAX_HISTORY
-    _model._TPE_MAX_HISTORY = len(st.history)
+    if arm == "cmaes":
+        assert st._sampler.study.sampler._source_trials  # warm-started from the history
+    cap = _model._ARM_MAX_HISTORY
+    _model._ARM_MAX_HISTORY = len(st.history)
     try:
-        before = len(st._tpe.study.trials)
-        assert st._tpe_pick([]) is None
-        assert len(st._tpe.study.trials) == before  # resting costs no TPE ask
+        before = len(st._sampler.study.trials)
+        assert st._sampler_pick([]) is None
+        assert len(st._sampler.study.trials) == before  # resting costs no sampler ask
     finally:
-        _model._TPE_MAX_HISTORY = cap
-    assert get_strategy("model", space(), seed=0, tpe_arm=False).arms_.keys() == {"global",
-                                                                                    "local"}
+        _model._ARM_MAX_HISTORY = cap
+    assert get_strategy("model", space(), seed=0).arms_.keys() == {"global", "local"}
+    with pytest.raises(ValueError, match="sampler_arm"):
+        get_strategy("model", space(), seed=0, sampler_arm="gp")
 
 
 def test_local_moves_any_lets_the_local_arm_jump_to_any_value_of_one_parameter():
@@ -299,3 +304,64 @@ def test_local_moves_any_lets_the_local_arm_jump_to_any_value_of_one_parameter()
     assert picks["any"]["method"] == 0  # the model's best value, one parameter away
     with pytest.raises(ValueError, match="local_moves"):
         ModelSearch(sp, local_moves="far")
+
+
+def test_two_step_moves_reach_settings_that_only_pay_together():
+    """Two flags that are slow alone and fast together, leaders with both off: one step of
+    one parameter never reaches the pair; ``local_moves="two"`` does, and the local arm picks
+    it when the model ranks it best."""
+    sp = Space([Choice("a", [0, 1]), Choice("b", [0, 1]), Pow2("x", 1, 8)])
+    told = [Measurement(Config({"a": 0, "b": 0, "x": x}), Status.OK, (1.0 + x / 100,))
+            for x in (1, 2, 4)]
+    picks = {}
+    for moves in ("step", "two"):
+        st = ModelSearch(sp, seed=0, local_moves=moves)
+        st.tell(told)
+        st._fit()
+        cols = [st.features.feature_names.index(n) for n in ("a", "b")]
+
+        class PrefersBoth:  # a model that ranks a = b = 1 best
+            def __init__(self, cols: list[int]) -> None:
+                self.cols = cols
+
+            def predict(self, X):
+                return np.asarray(X)[:, self.cols].sum(1)
+
+        st._model = PrefersBoth(cols)  # type: ignore[assignment]
+        picks[moves] = st._local([])
+    assert (picks["step"]["a"], picks["step"]["b"]) != (1, 1)
+    assert (picks["two"]["a"], picks["two"]["b"]) == (1, 1)
+
+
+def test_two_step_moves_are_sampled_where_there_are_too_many():
+    """Twelve parameters of eight unordered values each have 66 * 49 two-step moves: the local
+    arm scores a sample of ``_TWO_STEP_LIMIT``, each valid and two parameters away."""
+    from tunex.search import _model
+
+    sp = Space([Choice(f"p{i}", list("abcdefgh")) for i in range(12)], ["p0 != 'h'"])
+    st = ModelSearch(sp, seed=0, local_moves="two")
+    c = sp.sample(1, rng=0)[0]
+    got = st._two_steps(c)
+    assert 0.8 * _model._TWO_STEP_LIMIT <= len(got) <= _model._TWO_STEP_LIMIT
+    assert all(g in sp and sum(g[n] != c[n] for n in sp.names) == 2 for g in got)
+    small = Space([Pow2("x", 1, 8), Pow2("y", 1, 8)])
+    assert sorted(k.key for k in ModelSearch(small, seed=0)._two_steps(Config({"x": 2, "y": 2}))) \
+        == sorted(Config({"x": x, "y": y}).key for x in (1, 4) for y in (1, 4))
+
+
+def test_seed_spread_skips_near_copies_of_a_queued_favourite():
+    """With ``seed_spread``, a sibling's second-best config one parameter from its best gives
+    way to its next best that differs more; without it both near-copies come first."""
+    s = space()
+    best = Config({"bx": 8, "by": 8, "t": 3, "alg": "b"})
+    near = best.replace(t=4)
+    far = Config({"bx": 16, "by": 4, "t": 2, "alg": "b"})
+    trials = [Measurement(c, Status.OK, (v,)) for c, v in ((best, 1.0), (near, 1.01),
+                                                            (far, 1.02))]
+    trials += [Measurement(c, Status.OK, (5.0 + i,)) for i, c in enumerate(s.sample(20, rng=1))
+               if c not in (best, near, far)]
+    here = Workload("k", problem={"n": 2})
+    for spread, expected in ((False, [best, near]), (True, [best, far])):
+        st = get_strategy("model", s, seed=0, seed_spread=spread)
+        st.warm_start([(Workload("k", problem={"n": 1}), trials)], current=here)
+        assert st.ask(2) == expected

@@ -47,8 +47,9 @@ from tunex.trial import Config, Measurement, Workload
 
 __all__ = ["ModelSearch", "rank_correlation"]
 
-_TPE_MAX_HISTORY = 300  # TPE's cost per ask grows with the history; past it the arm rests
-_TPE_RETRIES = 8  # TPE proposals of excluded points before the arm gives this turn up
+_ARM_MAX_HISTORY = 300  # a sampler's cost per ask grows with the history; past it the arm rests
+_ARM_RETRIES = 8  # sampler proposals of excluded points before the arm gives this turn up
+_TWO_STEP_LIMIT = 1024  # two-step moves scored per leader by the local arm, at most
 
 
 def _ranks(a: np.ndarray) -> np.ndarray:
@@ -127,15 +128,26 @@ class ModelSearch(SearchStrategy):
         own_share: after a warm start, weigh this workload's own trials to at least this
             share of each fit's loss, however many sibling trials train beside them
             (``None``: every trial weighs the same, so a few own trials are drowned out).
-        tpe_arm: a third arm in the portfolio: Optuna's TPE sampler on this workload's own
-            trials (density ratio of good to other configs, per parameter and joint), the
-            method that wins early on spaces where a few parameters decide; it rests once the
-            history reaches 300 trials, where its cost per proposal would grow past the model's.
-            Off by default: leave-one-out it traded spaces cold and lost warm (RESULTS.md).
+        sampler_arm: a third arm in the portfolio: one of Optuna's samplers on this
+            workload's own trials: ``"tpe"`` (density ratio of good to other configs, per
+            parameter and joint, the method that wins early on spaces where a few parameters
+            decide) or ``"cmaes"`` (CMA-ES, a search distribution that adapts around the best
+            configs, started from the best tenth of the trials when the arm is first drawn);
+            it rests
+            once the history reaches 300 trials, where its cost per proposal would grow past
+            the model's. Off by default (``None``): leave-one-out TPE traded spaces cold and
+            lost warm (RESULTS.md).
         local_moves: the local arm's candidates around the leading configs: ``"step"`` (one
-            step of one parameter: an adjacent value of an ordered one) or ``"any"`` (any other
-            value of one parameter, so a method selector declared as an ordered int is one
-            move from each of its values; leave-one-out no better overall, RESULTS.md).
+            step of one parameter: an adjacent value of an ordered one), ``"two"`` (also one
+            step in each of two parameters at once, so settings that only pay together, such
+            as a cache flag and a read path, are one move apart; at most 1,024 such moves per
+            leader, sampled where there are more) or ``"any"`` (any other value of one
+            parameter, so a method selector declared as an ordered int is one move from each
+            of its values). Leave-one-out neither beats ``"step"`` (RESULTS.md).
+        seed_spread: after a warm start, skip any of the other workloads' best configs within
+            one parameter of a config already queued for the first proposals (a near-copy of
+            a sibling's favourite teaches little), taking that sibling's next best instead.
+            With ``local_moves="two"`` faster warm on fixed sources, not end to end (RESULTS.md).
     """
 
     name = "model"
@@ -148,7 +160,8 @@ class ModelSearch(SearchStrategy):
                  seed_configs: int = 2, portfolio: bool = True,
                  seed_order: str = "given", flat: float | None = 0.5,
                  transfer_decay: float = 50.0, own_share: float | None = 0.5,
-                 tpe_arm: bool = False, local_moves: str = "step") -> None:
+                 sampler_arm: str | None = None, local_moves: str = "step",
+                 seed_spread: bool = False) -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
@@ -173,17 +186,20 @@ class ModelSearch(SearchStrategy):
             raise ValueError(f"own_share must be between 0 and 1, not {own_share!r}")
         self.transfer_decay = transfer_decay
         self.own_share = own_share
-        self.tpe_arm = tpe_arm and portfolio
-        if local_moves not in ("step", "any"):
+        if sampler_arm not in (None, "tpe", "cmaes"):
+            raise ValueError(f"sampler_arm must be None, 'tpe' or 'cmaes', not {sampler_arm!r}")
+        self.sampler_arm = sampler_arm if portfolio else None
+        if local_moves not in ("step", "any", "two"):
             raise ValueError(f"local_moves must be 'step' or 'any', not {local_moves!r}")
         self.local_moves = local_moves
-        self._tpe: SearchStrategy | None = None  # Optuna's TPE on this workload's trials
+        self.seed_spread = seed_spread
+        self._sampler: Any = None  # the sampler arm's OptunaSearch on this workload's trials
         self._model: GBMRanker | None = None
         self._arm: dict[Config, str] = {}  # proposing arm of each model proposal
         #: per arm, [trials among the best tenth, other trials]
         self.arms_: dict[str, list[int]] = {"global": [0, 0], "local": [0, 0]}
-        if self.tpe_arm:
-            self.arms_["tpe"] = [0, 0]
+        if self.sampler_arm:
+            self.arms_[self.sampler_arm] = [0, 0]
         self.model_options = dict(model or {})
         if variant:
             self.model_options.setdefault("objective", variant)
@@ -243,15 +259,27 @@ class ModelSearch(SearchStrategy):
             y.append([m.value for m in keep])
             g.append(np.full(len(keep), gi + 1))
             ok = sorted((m for m in keep if m.ok), key=lambda m: m.value)
-            best.append([m.config for m in ok if m.config in self.space][:self.seed_configs])
+            best.append([m.config for m in ok if m.config in self.space][
+                :10 * self.seed_configs if self.seed_spread else self.seed_configs])
         if X:
             self._other = (np.vstack(X), np.concatenate(y), np.concatenate(g))
             self._prior = GBMRanker(random_state=int(self.rng.integers(2**31)),
                                     **self.model_options).fit(*self._other)
-        for rank in range(self.seed_configs):  # round robin over the other workloads
-            for configs in best:
-                if rank < len(configs) and configs[rank] not in self._queue:
-                    self._queue.append(Config(configs[rank]))
+        if self.seed_spread:  # skip near-copies (one parameter apart) of queued configs
+            names = self.space.names
+            left = [list(c) for c in best]
+            for _ in range(self.seed_configs):
+                for configs in left:
+                    while configs:
+                        c = Config(configs.pop(0))
+                        if all(sum(c[n] != q[n] for n in names) > 1 for q in self._queue):
+                            self._queue.append(c)
+                            break
+        else:
+            for rank in range(self.seed_configs):  # round robin over the other workloads
+                for configs in best:
+                    if rank < len(configs) and configs[rank] not in self._queue:
+                        self._queue.append(Config(configs[rank]))
         if self._cands is not None:
             self._cand_X = self.features.transform(self._cands, current)
         self._rows.clear()
@@ -405,25 +433,51 @@ class ModelSearch(SearchStrategy):
         near = {c for m in ok
                 for c in self.space.neighbours(m.config, hamming=self.local_moves == "any")
                 if self._fresh(c) and c not in taken}
+        if self.local_moves == "two":
+            near.update(c for m in ok for c in self._two_steps(m.config)
+                        if self._fresh(c) and c not in taken)
         if not near or self._model is None:
             return None
         cands = sorted(near, key=lambda c: c.key)  # a set's order varies between processes
         scores = self._model.predict(np.vstack([self._row(c) for c in cands]))
         return cands[int(np.argmax(scores))]
 
-    def _tpe_pick(self, taken: list[Config]) -> Config | None:
-        """Optuna's TPE sampler's next config, fit on this workload's trials (``None`` once it
-        has too long a history to stay cheap, or when it proposes nothing fresh)."""
-        if len(self.history) >= _TPE_MAX_HISTORY:
+    def _two_steps(self, config: Config) -> list[Config]:
+        """Valid points one step away in each of two parameters (a uniform sample of
+        ``_TWO_STEP_LIMIT`` of them where there are more)."""
+        moves = [[(p.name, v) for v in p.neighbours(config[p.name])] for p in self.space.params]
+        pairs = [(i, j) for i in range(len(moves)) for j in range(i + 1, len(moves))
+                 if moves[i] and moves[j]]
+        n = sum(len(moves[i]) * len(moves[j]) for i, j in pairs)
+        out = []
+        if n <= _TWO_STEP_LIMIT:
+            steps = [(a, b) for i, j in pairs for a in moves[i] for b in moves[j]]
+        else:
+            w = np.array([len(moves[i]) * len(moves[j]) for i, j in pairs], dtype=float)
+            picks = self.rng.choice(len(pairs), size=_TWO_STEP_LIMIT, p=w / w.sum())
+            steps = [(moves[pairs[k][0]][int(self.rng.integers(len(moves[pairs[k][0]])))],
+                      moves[pairs[k][1]][int(self.rng.integers(len(moves[pairs[k][1]])))])
+                     for k in picks]
+        for (pa, a), (pb, b) in steps:
+            c = config.replace(**{pa: a, pb: b})
+            if c in self.space:
+                out.append(c)
+        return out
+
+    def _sampler_pick(self, taken: list[Config]) -> Config | None:
+        """The sampler arm's next config, its sampler fit on this workload's trials (``None``
+        once it has too long a history to stay cheap, or when it proposes nothing fresh)."""
+        if len(self.history) >= _ARM_MAX_HISTORY:
             return None
-        if self._tpe is None:
+        if self._sampler is None:
             from tunex.search._optuna import OptunaSearch
 
-            self._tpe = OptunaSearch(self.space, seed=int(self.rng.integers(2**31)),
-                                     variant="tpe", retries=_TPE_RETRIES)
-            self._tpe.tell(list(self.history.values()))
-        self._tpe.pending = self.pending | set(taken)  # what it must not propose again
-        got = self._tpe.ask(1)
+            self._sampler = OptunaSearch(self.space, seed=int(self.rng.integers(2**31)),
+                                         variant=str(self.sampler_arm), retries=_ARM_RETRIES,
+                                         source=list(self.history.values()))
+            self._sampler.tell(list(self.history.values()))
+        self._sampler.pending = self.pending | set(taken)  # what it must not propose again
+        got = self._sampler.ask(1)
         c = got[0] if got else None
         return c if c is not None and self._fresh(c) and c not in taken else None
 
@@ -433,7 +487,7 @@ class ModelSearch(SearchStrategy):
         draw = {a: self.rng.beta(1 + won, 1 + lost) for a, (won, lost) in self.arms_.items()}
         arm = max(draw, key=lambda a: draw[a])
         c = self._local(taken) if arm == "local" else (
-            self._tpe_pick(taken) if arm == "tpe" else None)
+            self._sampler_pick(taken) if arm == self.sampler_arm else None)
         if c is None:
             arm, c = "global", self._ranked(taken)
         if c is not None:
@@ -441,8 +495,8 @@ class ModelSearch(SearchStrategy):
         return c
 
     def _tell(self, measurements: Sequence[Measurement]) -> None:
-        if self._tpe is not None:
-            self._tpe.tell(measurements)
+        if self._sampler is not None:
+            self._sampler.tell(measurements)
         if not self._arm:
             return
         ok = np.sort([m.value for m in self.history.values() if m.ok])

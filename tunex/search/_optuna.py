@@ -13,6 +13,7 @@ kernel spaces (measured in benchmarks/RESULTS.md):
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +31,8 @@ _MAX_RETRIES = 64  # re-asks per slot before falling back to a fresh random poin
 _MAX_RETRIES_GP = 6  # a GP ask costs a model fit: give up on excluded points sooner
 
 
-def _sampler(variant: str, seed: int | None) -> optuna.samplers.BaseSampler:
+def _sampler(variant: str, seed: int | None, source: list[optuna.trial.FrozenTrial] | None = None
+             ) -> optuna.samplers.BaseSampler:
     s = optuna.samplers
     if variant in ("", "tpe"):
         return s.TPESampler(seed=seed, multivariate=True, constant_liar=True)
@@ -41,6 +43,11 @@ def _sampler(variant: str, seed: int | None) -> optuna.samplers.BaseSampler:
             import cmaes  # noqa: F401
         except ImportError as e:
             raise StrategyError("optuna:cmaes needs cmaes: pip install 'tunex[cmaes]'") from e
+        if source:
+            with warnings.catch_warnings():  # both arguments are marked experimental
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return s.CmaEsSampler(seed=seed, warn_independent_sampling=False,
+                                      with_margin=True, source_trials=source)
         return s.CmaEsSampler(seed=seed, warn_independent_sampling=False)
     if variant == "gp":
         try:
@@ -63,18 +70,18 @@ class OptunaSearch(SearchStrategy):
     Ordered parameters are given to Optuna as integer indices (so CMA-ES and GP see their
     order), the others as categorical. The objective is ``log(runtime)``. ``retries``: proposals
     of excluded or known points per slot before a fresh uniform point is taken instead (default
-    64; 6 for GP, whose every proposal costs a fit).
+    64; 6 for GP, whose every proposal costs a fit). ``source``: trials already measured on
+    this workload; CMA-ES then starts from a distribution fit to their best tenth (warm-started
+    CMA-ES, with margin for the integer indices), the other samplers ignore it.
     """
 
     name = "optuna"
 
     def __init__(self, space: Space, *, seed: int | None = None, variant: str = "tpe",
-                 retries: int | None = None) -> None:
+                 retries: int | None = None, source: Sequence[Measurement] = ()) -> None:
         super().__init__(space, seed=seed)
         self.variant = variant or "tpe"
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.study = optuna.create_study(direction="minimize",
-                                         sampler=_sampler(self.variant, seed))
         self._dists: dict[str, optuna.distributions.BaseDistribution] = {}
         for p in space.params:
             n = len(p.values)
@@ -82,6 +89,9 @@ class OptunaSearch(SearchStrategy):
                 self._dists[p.name] = optuna.distributions.IntDistribution(0, n - 1)
             else:
                 self._dists[p.name] = optuna.distributions.CategoricalDistribution(list(range(n)))
+        self.study = optuna.create_study(
+            direction="minimize",
+            sampler=_sampler(self.variant, seed, self._source(source) if source else None))
         self._open: dict[Config, list[optuna.trial.Trial]] = {}
         self._orphans: list[optuna.trial.Trial] = []  # excluded points told once a value exists
         self._worst: float | None = None
@@ -94,6 +104,19 @@ class OptunaSearch(SearchStrategy):
 
     def _params(self, config: Config) -> dict[str, Any]:
         return {p.name: p.index(config[p.name]) for p in self.space.params}
+
+    def _source(self, measurements: Sequence[Measurement]) -> list[optuna.trial.FrozenTrial]:
+        """Successful trials over the ordered parameters only (what CMA-ES models); empty
+        where they are too few for a best tenth."""
+        ordered: dict[str, optuna.distributions.BaseDistribution] = {
+            n: d for n, d in self._dists.items()
+            if isinstance(d, optuna.distributions.IntDistribution)}
+        ok = [m for m in measurements if m.ok and m.value > 0 and m.config in self.space]
+        if not ordered or len(ok) < 10:
+            return []
+        return [optuna.trial.create_trial(
+            params={n: v for n, v in self._params(m.config).items() if n in ordered},
+            distributions=ordered, value=math.log(m.value)) for m in ok]
 
     def _penalty(self) -> float | None:
         return None if self._worst is None else self._worst + _PENALTY_MARGIN
