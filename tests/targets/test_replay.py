@@ -75,3 +75,18 @@ def test_bad_files_give_clear_errors(tmp_path):
         ReplayTarget(bad)
     with pytest.raises(TargetError, match="unknown target"):
         make_target("quantum:x")
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"a": [1], "b": [8]}, r"every parameter has one value \(a=1, b=8\)"),
+    ({}, r"no parameters"),
+])
+def test_a_recorded_space_with_nothing_to_tune_says_so(tmp_path, values, says):
+    """A recording whose parameters each take one value (or that has none) is refused with
+    what is wrong, not with an error about building a space."""
+    doc = {"kernel_name": "k", "tune_params_keys": list(values), "tune_params": values,
+           "cache": {"x": {**{k: v[0] for k, v in values.items()}, "time": 1.0}}}
+    p = tmp_path / "one.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(TargetError, match=says + ".*nothing to tune"):
+        ReplayTarget(p)

@@ -127,6 +127,13 @@ class ReplayTarget(Target):
             s.name = name
             return s
         params = [Choice(k, v, ordered=True) for k, v in self.values.items() if len(v) > 1]
+        if not params:
+            fixed = ", ".join(f"{k}={v[0]!r}" for k, v in self.values.items() if v)
+            raise TargetError(
+                f"{self.path}: " + (f"every parameter has one value ({fixed})" if fixed else
+                                    "no parameters (tune_params_keys is empty)")
+                + ", so there is nothing to tune; record a space with at least one parameter "
+                "that takes two or more values")
         consts = {k: v[0] for k, v in self.values.items() if len(v) == 1}
         return Space(params, restrictions or (), problem=list(consts), bound=consts, name=name)
 
