@@ -278,28 +278,39 @@ def test_the_sampler_arm_proposes_from_this_workloads_trials_and_rests_on_a_long
         get_strategy("model", space(), seed=0, sampler_arm="gp")
 
 
+class _Linear:
+    """A stand-in model: score = sum of weight * feature, for the named features."""
+
+    def __init__(self, st: ModelSearch, weights: dict[str, float]) -> None:
+        names = st.features.feature_names
+        self.w = np.zeros(len(names))
+        for n, v in weights.items():
+            self.w[names.index(n)] = v
+
+    def predict(self, X):
+        return np.asarray(X) @ self.w
+
+
+def local_picks(sp: Space, told: list[Measurement], weights: dict[str, float],
+                moves: tuple[str, ...]) -> dict[str, Config | None]:
+    """The local arm's pick around ``told`` under a linear model, per ``local_moves``."""
+    picks = {}
+    for m in moves:
+        st = ModelSearch(sp, seed=0, local_moves=m)
+        st.tell(told)
+        st._fit()
+        st._model = _Linear(st, weights)  # type: ignore[assignment]
+        picks[m] = st._local([])
+    return picks
+
+
 def test_local_moves_any_lets_the_local_arm_jump_to_any_value_of_one_parameter():
     """A method selector declared as an ordered int (0..3) is one move from any of its values
     with ``local_moves="any"``; with ``"step"`` the local arm reaches only adjacent ones."""
     sp = Space([Int("method", 0, 3), Pow2("b", 1, 8)])
     told = [Measurement(Config({"method": 3, "b": b}), Status.OK, (1.0 + b / 100,))
             for b in (1, 2, 4)]
-    picks = {}
-    for moves in ("step", "any"):
-        st = ModelSearch(sp, seed=0, local_moves=moves)
-        st.tell(told)
-        st._fit()
-        col = st.features.feature_names.index("method")
-
-        class PrefersLowMethod:  # a model that ranks method 0 best
-            def __init__(self, col: int) -> None:
-                self.col = col
-
-            def predict(self, X):
-                return -np.asarray(X)[:, self.col]
-
-        st._model = PrefersLowMethod(col)  # type: ignore[assignment]
-        picks[moves] = st._local([])
+    picks = local_picks(sp, told, {"method": -1.0}, ("step", "any"))  # method 0 ranked best
     assert picks["step"]["method"] == 2  # adjacent to the leaders' 3
     assert picks["any"]["method"] == 0  # the model's best value, one parameter away
     with pytest.raises(ValueError, match="local_moves"):
@@ -313,22 +324,7 @@ def test_two_step_moves_reach_settings_that_only_pay_together():
     sp = Space([Choice("a", [0, 1]), Choice("b", [0, 1]), Pow2("x", 1, 8)])
     told = [Measurement(Config({"a": 0, "b": 0, "x": x}), Status.OK, (1.0 + x / 100,))
             for x in (1, 2, 4)]
-    picks = {}
-    for moves in ("step", "two"):
-        st = ModelSearch(sp, seed=0, local_moves=moves)
-        st.tell(told)
-        st._fit()
-        cols = [st.features.feature_names.index(n) for n in ("a", "b")]
-
-        class PrefersBoth:  # a model that ranks a = b = 1 best
-            def __init__(self, cols: list[int]) -> None:
-                self.cols = cols
-
-            def predict(self, X):
-                return np.asarray(X)[:, self.cols].sum(1)
-
-        st._model = PrefersBoth(cols)  # type: ignore[assignment]
-        picks[moves] = st._local([])
+    picks = local_picks(sp, told, {"a": 1.0, "b": 1.0}, ("step", "two"))
     assert (picks["step"]["a"], picks["step"]["b"]) != (1, 1)
     assert (picks["two"]["a"], picks["two"]["b"]) == (1, 1)
 
