@@ -48,7 +48,6 @@ from tunex.trial import Config, Measurement, Workload
 __all__ = ["ModelSearch", "rank_correlation"]
 
 _ARM_MAX_HISTORY = 300  # a sampler's cost per ask grows with the history; past it the arm rests
-_ARM_RETRIES = 8  # sampler proposals of excluded points before the arm gives this turn up
 _TWO_STEP_LIMIT = 1024  # two-step moves scored per leader by the local arm, at most
 
 
@@ -473,7 +472,7 @@ class ModelSearch(SearchStrategy):
             from tunex.search._optuna import OptunaSearch
 
             self._sampler = OptunaSearch(self.space, seed=int(self.rng.integers(2**31)),
-                                         variant=str(self.sampler_arm), retries=_ARM_RETRIES,
+                                         variant=str(self.sampler_arm),
                                          source=list(self.history.values()))
             self._sampler.tell(list(self.history.values()))
         self._sampler.pending = self.pending | set(taken)  # what it must not propose again
