@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from tunex.cost_model import FeatureExtractor, GBMRanker, flatten
 from tunex.search._base import SearchStrategy
 from tunex.space import Space
 from tunex.trial import Config, Measurement, Workload
+
+if TYPE_CHECKING:  # imported where the arm is first drawn: Optuna is slow to import
+    from tunex.search._optuna import OptunaSearch
 
 __all__ = ["ModelSearch", "rank_correlation"]
 
@@ -189,10 +192,10 @@ class ModelSearch(SearchStrategy):
             raise ValueError(f"sampler_arm must be None, 'tpe' or 'cmaes', not {sampler_arm!r}")
         self.sampler_arm = sampler_arm if portfolio else None
         if local_moves not in ("step", "any", "two"):
-            raise ValueError(f"local_moves must be 'step' or 'any', not {local_moves!r}")
+            raise ValueError(f"local_moves must be 'step', 'any' or 'two', not {local_moves!r}")
         self.local_moves = local_moves
         self.seed_spread = seed_spread
-        self._sampler: Any = None  # the sampler arm's OptunaSearch on this workload's trials
+        self._sampler: OptunaSearch | None = None  # the sampler arm, on this workload's trials
         self._model: GBMRanker | None = None
         self._arm: dict[Config, str] = {}  # proposing arm of each model proposal
         #: per arm, [trials among the best tenth, other trials]

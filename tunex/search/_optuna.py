@@ -32,6 +32,7 @@ _PENALTY_MARGIN = math.log(2.0)  # failures score as twice as slow as the worst 
 # 100-trial search 3.8x there and left its trials to 95% unchanged (benchmarks/RESULTS.md)
 _MAX_RETRIES = 8
 _MAX_RETRIES_GP = 6  # a GP ask costs a model fit: give up on excluded points sooner
+_CMAES = ("cmaes", "cma-es", "cma")  # names of the CMA-ES variant
 
 
 def _sampler(variant: str, seed: int | None, source: list[optuna.trial.FrozenTrial] | None = None
@@ -41,7 +42,7 @@ def _sampler(variant: str, seed: int | None, source: list[optuna.trial.FrozenTri
         return s.TPESampler(seed=seed, multivariate=True, constant_liar=True)
     if variant == "tpe-independent":
         return s.TPESampler(seed=seed)
-    if variant in ("cmaes", "cma-es", "cma"):
+    if variant in _CMAES:
         try:
             import cmaes  # noqa: F401
         except ImportError as e:
@@ -94,7 +95,8 @@ class OptunaSearch(SearchStrategy):
                 self._dists[p.name] = optuna.distributions.CategoricalDistribution(list(range(n)))
         self.study = optuna.create_study(
             direction="minimize",
-            sampler=_sampler(self.variant, seed, self._source(source) if source else None))
+            sampler=_sampler(self.variant, seed,
+                             self._source(source) if source and self.variant in _CMAES else None))
         self._open: dict[Config, list[optuna.trial.Trial]] = {}
         self._orphans: list[optuna.trial.Trial] = []  # excluded points told once a value exists
         self._worst: float | None = None
