@@ -9,7 +9,7 @@ import pytest
 
 from tests.cluster._fake_targets import GateTarget, until
 from tunex import Config, Measurement, Status, TargetError, Workload
-from tunex.cluster import Activity, InlineExecutor, LocalExecutor, LocalOptions
+from tunex.cluster import Activity, HangDeadline, InlineExecutor, LocalExecutor, LocalOptions
 from tunex.targets._base import Target
 from tunex.trial import Artifact
 
@@ -78,6 +78,97 @@ def test_a_lost_device_is_reported_as_a_status_and_its_process_replaced(executor
     after = ex.submit(W, Config(a=42, b=0)).result(timeout=30)
     assert lost.status is Status.WORKER_LOST and lost.error == "context died"
     assert before.facts["pid"] == lost.facts["pid"] != after.facts["pid"]
+
+
+def test_the_hang_deadline_follows_the_slowest_successful_measurement():
+    d = HangDeadline(60, factor=10, floor=5, warmup=3)
+    for seconds in (0.2, 1.5):
+        d.record(seconds, "w")
+        assert d.seconds("w") == 60  # too few measurements to judge by
+    d.record(0.1, "w")
+    assert d.seconds("w") == 15  # 10x the slowest of three
+    d.record(0.3, "w")
+    assert d.seconds("w") == 15
+    d.record(9.0, "w")
+    assert d.seconds("w") == 60  # never above the limit
+    fast = HangDeadline(60)
+    for _ in range(3):
+        fast.record(0.01)
+    assert fast.seconds() == 5  # the floor
+    assert "taken for hung" in fast.describe(5) and "--measure-timeout" in fast.describe(5)
+    assert fast.seconds("another workload") == 60  # each workload has its own yardstick
+    fixed = HangDeadline(60, factor=None)
+    for _ in range(5):
+        fixed.record(0.01)
+    assert fixed.seconds() == 60 and fixed.describe(60) == "measurement exceeded 60 s"
+    with pytest.raises(ValueError, match="at least 1"):
+        HangDeadline(60, factor=0.5)
+    with pytest.raises(ValueError, match="above 0"):
+        HangDeadline(0)
+
+
+def test_a_hung_kernel_is_cut_short_once_measurements_show_what_one_takes():
+    ex = LocalExecutor(SlowTarget(), LocalOptions(build_workers=1, build_timeout=30,
+                                                  measure_timeout=50))
+    try:
+        assert all(ex.submit(W, Config(a=50 + i, b=0)).result(timeout=60).ok for i in range(3))
+        t0 = time.perf_counter()
+        hung = ex.submit(W, Config(a=60, b=1)).result(timeout=60)
+        assert hung.status is Status.TIMEOUT and "taken for hung" in (hung.error or "")
+        assert time.perf_counter() - t0 < 20  # the 5 s floor and a build, not 50 s
+        assert ex.submit(W, Config(a=61, b=0)).result(timeout=60).ok  # the device came back
+    finally:
+        ex.close()
+
+
+class SpawningTarget(SlowTarget):
+    """measure: starts a child process that never ends (a hung kernel's simulator) and waits."""
+
+    def __init__(self, pidfile):
+        self.pidfile = str(pidfile)
+
+    def measure(self, artifact):
+        import subprocess
+
+        child = subprocess.Popen(["sleep", "300"])
+        with open(self.pidfile, "w") as f:
+            f.write(str(child.pid))
+        child.wait()
+        return Measurement(artifact.config, Status.OK, (1.0,))
+
+
+def test_a_hung_measurement_is_killed_with_the_processes_it_started(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    ex = LocalExecutor(SpawningTarget(pidfile), LocalOptions(build_workers=1, build_timeout=30,
+                                                             measure_timeout=2))
+    try:
+        m = ex.submit(W, Config(a=0, b=0)).result(timeout=60)
+        assert m.status is Status.TIMEOUT
+        pid = int(pidfile.read_text())
+
+        def gone() -> bool:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().split()[2] == "Z"  # killed, not yet reaped
+            except FileNotFoundError:
+                return True
+
+        until(gone, "the hung measurement's child is killed too", timeout=10)
+    finally:
+        ex.close()
+
+
+def test_a_hang_that_began_before_the_yardstick_ends_once_there_is_one():
+    ex = LocalExecutor(SlowTarget(), LocalOptions(build_workers=1, measure_workers=2,
+                                                  build_timeout=30, measure_timeout=50))
+    try:
+        t0 = time.perf_counter()
+        hung = ex.submit(W, Config(a=70, b=1))  # hangs from the start, under the 50 s limit
+        assert all(ex.submit(W, Config(a=71 + i, b=0)).result(timeout=60).ok for i in range(3))
+        assert hung.result(timeout=60).status is Status.TIMEOUT
+        assert time.perf_counter() - t0 < 25  # the 5 s floor after three successes, not 50 s
+    finally:
+        ex.close()
 
 
 def test_builds_run_in_parallel_processes(executor):

@@ -1,6 +1,6 @@
 """Where trials run: in-process, local worker processes, or a Ray cluster."""
 
-from tunex.cluster._base import Activity, Executor, run_trial
+from tunex.cluster._base import Activity, Executor, HangDeadline, run_trial
 from tunex.cluster._devices import Device, load_devices, simulator_devices
 from tunex.cluster._local import (
     BuildPool,
@@ -14,7 +14,8 @@ from tunex.cluster._local import (
 )
 from tunex.cluster._service import Service, ServiceExecutor, service_address
 
-__all__ = ["Activity", "BuildPool", "CallerExecutor", "Device", "Executor", "InlineExecutor",
+__all__ = ["Activity", "BuildPool", "CallerExecutor", "Device", "Executor", "HangDeadline",
+           "InlineExecutor",
            "LocalExecutor", "LocalOptions", "RayExecutor", "RayOptions", "Service",
            "ServiceExecutor", "load_devices", "prestart", "run_trial", "service_address",
            "shared_build_pool", "simulator_devices", "worker_context"]

@@ -7,7 +7,7 @@ import concurrent.futures as cf
 import threading
 import time
 import traceback
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -15,7 +15,57 @@ from tunex.errors import TargetError
 from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
-__all__ = ["Activity", "BuildEvents", "Executor", "failed_build", "failure_status", "run_trial"]
+__all__ = ["Activity", "BuildEvents", "Executor", "HangDeadline", "failed_build", "failure_status",
+           "run_trial"]
+
+
+class HangDeadline:
+    """How long one measurement may run before it is taken for hung and cancelled.
+
+    ``limit`` seconds until ``warmup`` measurements of the same workload have succeeded; from
+    then on ``factor`` times the slowest of them, at least ``floor`` seconds and at most
+    ``limit``. A config whose kernel never returns then costs seconds, not the whole limit,
+    while every measurement that could win runs to its end: what is cut short has run
+    ``factor`` times longer than a success of the same workload took. Kept per workload (a
+    service measures many kernels and shapes, each with its own yardstick). ``factor``
+    ``None``: always ``limit``. Thread-safe: an executor's measuring threads share one.
+    """
+
+    def __init__(self, limit: float, factor: float | None = 10.0, floor: float = 5.0,
+                 warmup: int = 3) -> None:
+        if not limit > 0:
+            raise ValueError(f"the measurement limit must be above 0 s, not {limit!r}")
+        if factor is not None and not factor >= 1:
+            raise ValueError(f"the hang factor must be at least 1, not {factor!r}")
+        self.limit = float(limit)
+        self.factor = factor
+        self.floor = min(float(floor), self.limit)
+        self.warmup = warmup
+        self._ok: dict[Hashable, tuple[int, float]] = {}  # successes, slowest
+        self._lock = threading.Lock()
+
+    def seconds(self, key: Hashable = None) -> float:
+        """The deadline of a measurement of workload ``key`` starting now."""
+        with self._lock:
+            n, slowest = self._ok.get(key, (0, 0.0))
+        if self.factor is None or n < self.warmup:
+            return self.limit
+        return min(self.limit, max(self.floor, self.factor * slowest))
+
+    def record(self, seconds: float, key: Hashable = None) -> None:
+        """A measurement of workload ``key`` succeeded in ``seconds`` (wall clock, as the
+        executor saw it)."""
+        with self._lock:
+            n, slowest = self._ok.get(key, (0, 0.0))
+            self._ok[key] = (n + 1, max(slowest, float(seconds)))
+
+    def describe(self, seconds: float) -> str:
+        """The error of a measurement cancelled at ``seconds``."""
+        if seconds >= self.limit:
+            return f"measurement exceeded {seconds:g} s"
+        return (f"measurement exceeded {seconds:.3g} s ({self.factor:g}x the slowest of this "
+                f"workload's successful measurements: taken for hung; a fixed limit: "
+                f"--measure-timeout S)")
 
 
 def failure_status(kind: str, otherwise: Status) -> Status:

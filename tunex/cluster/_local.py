@@ -7,11 +7,13 @@ import collections
 import concurrent.futures as cf
 import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
 import multiprocessing as mp
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -26,6 +28,7 @@ from tunex.cluster._base import (
     Activity,
     BuildEvents,
     Executor,
+    HangDeadline,
     failed_build,
     failure_status,
     run_trial,
@@ -127,6 +130,9 @@ class LocalOptions:
             simulator).
         build_timeout: seconds before a build is killed and recorded as ``timeout``.
         measure_timeout: seconds before a measurement (a hung kernel) is killed likewise.
+        hang_factor: once three measurements have succeeded, a measurement is killed after
+            this many times the slowest of them (at least 5 s, at most ``measure_timeout``;
+            see :class:`~tunex.cluster.HangDeadline`); ``None``: always ``measure_timeout``.
         start_method: multiprocessing start method (default: :func:`worker_context`'s, a fork
             server where there is one, else ``spawn``; both are safe with threads and CUDA).
     """
@@ -135,6 +141,7 @@ class LocalOptions:
     measure_workers: int | None = None
     build_timeout: float = 300.0
     measure_timeout: float = 60.0
+    hang_factor: float | None = 10.0
     start_method: str | None = None
 
 
@@ -149,6 +156,9 @@ def _serve(conn: Connection, target: Target | None, env: dict[str, str] | None =
     if env is not None and env != os.environ:
         os.environ.clear()
         os.environ.update(env)
+    if hasattr(os, "setpgid"):  # a group of its own: killing it takes its children too
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
     builders: dict[str, Target] = {}
     if target is not None:
         with contextlib.suppress(Exception):  # measure reports what is wrong with the device
@@ -217,14 +227,24 @@ class _Worker:
             sys.modules["__main__"] = main
         child.close()
 
-    def call(self, kind: str, payload: Any, timeout: float) -> tuple[str, Any]:
-        """("ok", value) | ("error", text) | ("fatal", exc) | ("timeout", None) | ("lost", ...)"""
+    def call(self, kind: str, payload: Any, timeout: float | Callable[[], float]
+             ) -> tuple[str, Any]:
+        """("ok", value) | ("error", text) | ("fatal", exc) | ("timeout", None) | ("lost", ...)
+
+        ``timeout``: seconds, or a function of none giving the seconds allowed from the start,
+        asked again every second while the job runs (a deadline that shrinks meanwhile ends
+        the job then)."""
+        limit = timeout if callable(timeout) else (lambda: timeout)
         try:
+            t0 = time.monotonic()
             self.conn.send((kind, payload))
-            if not self.conn.poll(timeout):
-                self.restart()
-                return ("timeout", None)
-            return self.conn.recv()
+            while True:
+                left = limit() - (time.monotonic() - t0)
+                if left <= 0:
+                    self.restart()
+                    return ("timeout", None)
+                if self.conn.poll(min(left, 1.0)):
+                    return self.conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             code = self.proc.exitcode
             self.restart()
@@ -239,7 +259,12 @@ class _Worker:
             self._start()
 
     def kill(self) -> None:
+        """Kill the process and what it started (a hung kernel's simulator or binary would
+        otherwise run on, orphaned, with a CPU to itself)."""
         with self._lock:
+            if hasattr(os, "killpg") and self.proc.pid:
+                with contextlib.suppress(OSError):  # not its own group yet, or gone already
+                    os.killpg(self.proc.pid, signal.SIGKILL)
             if self.proc.is_alive():
                 self.proc.kill()
             self.proc.join(5)
@@ -433,6 +458,7 @@ class LocalExecutor(Executor):
         self._waiting = 0  # built, queued for a device
         self._busy = {w.name: 0 for w in self._devices}
         self._events = BuildEvents()
+        self._deadline = HangDeadline(self.options.measure_timeout, self.options.hang_factor)
         self._threads = [threading.Thread(target=self._measure_loop, args=(w,), daemon=True)
                          for w in self._devices]
         for t in self._threads:
@@ -497,13 +523,17 @@ class LocalExecutor(Executor):
             with self._count_lock:
                 self._waiting -= 1
                 self._busy[device.name] += 1
+            t0 = time.perf_counter()
+            deadline = functools.partial(self._deadline.seconds, art.workload)
             try:
-                kind, value = device.call("measure", art, self.options.measure_timeout)
+                kind, value = device.call("measure", art, deadline)
             finally:
                 with self._count_lock:
                     self._busy[device.name] -= 1
             if kind == "ok" and value.facts.get(DEVICE_LOST):
                 device.restart()  # the device can measure no more in that process
+            if kind == "ok" and value.ok:
+                self._deadline.record(time.perf_counter() - t0, art.workload)
             if kind == "ok":
                 m = value.replace(worker=value.worker or device.name, started_at=start,
                                   compile_ms=value.compile_ms if value.compile_ms is not None
@@ -513,7 +543,7 @@ class LocalExecutor(Executor):
                 fut.set_exception(value)
             else:
                 status = failure_status(kind, Status.RUNTIME_ERROR)
-                error = value or f"measurement exceeded {self.options.measure_timeout:g} s"
+                error = value or self._deadline.describe(deadline())
                 fut.set_result(Measurement.failed(art.config, status, error, worker=device.name,
                                                   compile_ms=art.compile_ms, started_at=start))
 

@@ -20,11 +20,18 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from tunex.cluster._base import Activity, Executor, failed_build, failure_status
+from tunex.cluster._base import (
+    Activity,
+    Executor,
+    HangDeadline,
+    failed_build,
+    failure_status,
+)
 from tunex.cluster._devices import Device
 from tunex.errors import ClusterError, TargetError
 from tunex.targets._base import DEVICE_LOST, Target
@@ -54,6 +61,9 @@ class RayOptions:
             when given, ``devices`` and ``gpus_per_device`` are not used.
         in_flight: trials kept in flight (default: the cluster's CPUs, at least devices + 1).
         build_timeout, measure_timeout: seconds before a build or measurement is cancelled.
+        hang_factor: once three measurements have succeeded, a measurement is cancelled after
+            this many times the slowest of them (at least 5 s, at most ``measure_timeout``;
+            :class:`~tunex.cluster.HangDeadline`); ``None``: always ``measure_timeout``.
         connect_timeout: seconds to wait for the cluster's address to answer.
         placement_timeout: seconds a trial waits for a device when no device can be placed
             (every node offering its resources left the cluster) before the search stops
@@ -67,6 +77,7 @@ class RayOptions:
     in_flight: int | None = None
     build_timeout: float = 300.0
     measure_timeout: float = 60.0
+    hang_factor: float | None = 10.0
     connect_timeout: float = 20.0
     placement_timeout: float | None = None
 
@@ -213,6 +224,7 @@ class RayExecutor(Executor):
         cpus = int(resources.get("CPU", 2))
         self.slots = opt.in_flight or max(2, cpus, len(devices) + 1)
         self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="tunex-ray")
+        self._deadline = HangDeadline(opt.measure_timeout, opt.hang_factor)
         # builds handed to Ray at once: no more than it has CPUs for, so a build's timeout
         # runs while it builds, not while it waits in Ray's queue behind a hung one
         self._building = threading.BoundedSemaphore(max(1, min(self.slots, cpus)))
@@ -405,9 +417,18 @@ class RayExecutor(Executor):
             return Activity(self._builds_queued, self._builds_running, self._measures_queued,
                             {s.device.name: int(s.state == "busy") for s in self._slots})
 
-    def _wait(self, ref: Any, timeout: float, actor: bool = False) -> tuple[str, Any]:
+    def _wait(self, ref: Any, timeout: float | Callable[[], float], actor: bool = False
+              ) -> tuple[str, Any]:
+        """Wait for a task or actor call; ``timeout``: seconds, or a function of none giving
+        the seconds allowed from the start, asked again every second."""
         ray = self.ray
-        done, _ = ray.wait([ref], timeout=timeout)
+        limit = timeout if callable(timeout) else (lambda: timeout)
+        t0 = time.monotonic()
+        while True:
+            left = limit() - (time.monotonic() - t0)
+            done, _ = ray.wait([ref], timeout=max(0.0, min(left, 1.0)))
+            if done or left <= 1.0:
+                break
         if not done:
             if not actor:  # a hung actor call is ended by killing the actor (the caller does)
                 ray.cancel(ref, force=True)
@@ -450,11 +471,15 @@ class RayExecutor(Executor):
             with self._cond:
                 self._measures_queued -= 1
         s = self._slots[i]
+        t0 = time.perf_counter()
         try:
-            kind, m = self._wait(s.actor.measure.remote(art), opt.measure_timeout, actor=True)
+            kind, m = self._wait(s.actor.measure.remote(art),
+                                 lambda: self._deadline.seconds(workload), actor=True)
         except BaseException:
             self._release(i)
             raise
+        if kind == "ok" and m.ok:
+            self._deadline.record(time.perf_counter() - t0, workload)
         if kind in ("timeout", "lost") or (kind == "ok" and m.facts.get(DEVICE_LOST)):
             self._replace(i)
         else:
@@ -464,7 +489,7 @@ class RayExecutor(Executor):
                              else art.compile_ms)
         status = failure_status(kind, Status.RUNTIME_ERROR)
         return Measurement.failed(config, status,
-                                  m or f"measurement exceeded {opt.measure_timeout:g} s",
+                                  m or self._deadline.describe(self._deadline.seconds(workload)),
                                   worker=f"{s.node}/{s.device.name}", compile_ms=art.compile_ms,
                                   facts={"node": s.node, "node_id": s.node_id,
                                          "device": s.device.name},
