@@ -93,8 +93,8 @@ def _target(sshd, **extra):
     user = os.environ.get("USER") or "root"
     return make_target(f"riscv-ssh:{user}@127.0.0.1", core="x60", port=sshd.port,
                        ssh_config=str(sshd.root / "ssh_config"), repeats=3, warmup=1,
-                       flush_kb=0, timeout=60, connect_timeout=5,
-                       runner="qemu-riscv64 -cpu rv64,v=true,vlen=256", **extra)
+                       flush_kb=0, connect_timeout=5,
+                       runner="qemu-riscv64 -cpu rv64,v=true,vlen=256", **{"timeout": 60, **extra})
 
 
 def test_a_board_over_ssh_runs_checks_and_times(sshd):
@@ -127,6 +127,34 @@ def test_an_unreachable_or_rebooting_board_is_a_recorded_failure(sshd):
     assert t.measure(art).status is Status.OK
     nowhere = t.for_device({"host": "root@127.0.0.1", "port": 1})
     assert nowhere.measure(art).status is Status.WORKER_LOST
+
+
+def _on_board(marker: str) -> list[int]:
+    """Processes running from a board directory of tunex (the loopback board is this host)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker in os.readlink(d / "cwd"):
+                    out.append(int(d.name))
+            except OSError:
+                continue
+    return out
+
+
+def test_a_hung_kernel_does_not_keep_running_on_the_board(sshd):
+    t = _target(sshd, timeout=3)
+    _, wl = t.prepare("toy_axpy", {"N": 64})
+    try:
+        hung = t.measure(t.build(wl, Config(UNROLL=1, mode="hang")))
+        assert hung.status is Status.TIMEOUT
+        end = time.monotonic() + 30  # the board's own limit: 3 s + 5 s
+        while _on_board("tunex-board-") and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not _on_board("tunex-board-")
+    finally:
+        for pid in _on_board("tunex-board-"):
+            os.kill(pid, 9)
 
 
 @pytest.mark.slow

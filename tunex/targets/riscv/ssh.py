@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import math
 import shlex
 import subprocess
 import tarfile
@@ -106,8 +107,12 @@ class RiscvSSHTarget(CrossTarget):
             tar.add(binary, arcname="kernel.bin")
             tar.add(cwd / "in.bin", arcname="in.bin")
         run = " ".join(shlex.quote(a) for a in argv)
+        # the board ends a hung kernel itself, shortly after this side gives up on it: a
+        # cancelled measurement kills the local ssh, not what it started on the board
+        limit = math.ceil(self.timeout) + 5
         script = (f"mkdir -p {shlex.quote(remote)} && cd {shlex.quote(remote)} && tar xf - && "
-                  f"{self.runner} ./kernel.bin {run}; echo tx_rc=$?")
+                  f"tx_t=; timeout -s KILL 1 true 2>/dev/null && tx_t='timeout -s KILL {limit}'; "
+                  f"$tx_t {self.runner} ./kernel.bin {run}; echo tx_rc=$?")
         try:
             done = self._ssh(script, buf.getvalue())
             if done.returncode == 255:
