@@ -125,9 +125,10 @@ def test_failures_of_every_kind_become_measurements(ray_executor):
 
 def test_a_build_waiting_behind_hung_ones_is_not_timed_out(ray_executor):
     # every build slot held by a hung build: the healthy one waits for a slot, and its
-    # timeout starts when it is handed to Ray, not when it was submitted
+    # timeout starts when it is handed to Ray, not when it was submitted (the limit leaves Ray
+    # room to start a fresh worker for it on a loaded machine: 8 s was seen to fall short)
     t, _ = ray_executor
-    ex = RayExecutor(t, RayOptions(build_timeout=8, measure_timeout=20, gpus_per_device=0))
+    ex = RayExecutor(t, RayOptions(build_timeout=20, measure_timeout=20, gpus_per_device=0))
     try:
         hung = [ex.submit(W, Config(a=1, b=k)) for k in range(ex.slots)]
         time.sleep(0.5)  # the hung builds hold every slot: queued in Ray, this one would time out
