@@ -70,11 +70,16 @@ def test_the_model_leads_only_where_it_predicts():
     search(learnable, smooth, 40)
     assert learnable.rho_ is not None and learnable.rho_ > 0.5
     assert learnable._share() > 0.9
-    for seed in range(3):
+    # on noise the held-out correlation is a draw around zero, and the gate's share a clipped
+    # function of it: judged over several seeds, not by whether three draws fell below 0.5
+    shares = []
+    for seed in range(8):
         noise = get_strategy("model", s, seed=seed)
         search(noise, scrambled, 40)
         assert noise.rho_ is not None and abs(noise.rho_) < 0.35
-        assert noise._share() < 0.5  # mostly space-filling: no worse than uniform sampling
+        shares.append(noise._share())
+    assert np.mean(shares) < 0.45  # mostly space-filling: no worse than uniform sampling
+    assert sum(x < 0.5 for x in shares) >= 5
 
 
 def test_the_design_comes_first_then_evidence():
