@@ -157,6 +157,38 @@ def test_a_hung_kernel_does_not_keep_running_on_the_board(sshd):
             os.kill(pid, 9)
 
 
+def _measure_in_own_group(t, art):
+    os.setpgid(0, 0)
+    t.measure(art)
+
+
+def test_a_kernel_left_hung_by_a_cancelled_measurement_is_ended_by_the_next(sshd):
+    """The executor gives up on a hung kernel long before the board's own limit and kills the
+    local ssh; the next measurement on the board must not run beside the hung kernel."""
+    import multiprocessing as mp
+
+    t = _target(sshd, timeout=120)
+    _, wl = t.prepare("toy_axpy", {"N": 64})
+    hung_art = t.build(wl, Config(UNROLL=1, mode="hang"))
+    ok_art = t.build(wl, Config(UNROLL=1, mode="ok"))
+    proc = mp.get_context("fork").Process(target=_measure_in_own_group, args=(t, hung_art))
+    try:
+        proc.start()
+        end = time.monotonic() + 30
+        while not _on_board("tunex-board-") and time.monotonic() < end:
+            time.sleep(0.2)
+        assert _on_board("tunex-board-"), "the hung kernel never started on the board"
+        os.killpg(proc.pid, 9)  # as the executor kills a worker: with the ssh it started
+        proc.join(10)
+        time.sleep(0.5)
+        assert _on_board("tunex-board-"), "still spinning on the board before the next"
+        assert t.measure(ok_art).ok
+        assert not _on_board("tunex-board-")
+    finally:
+        for pid in _on_board("tunex-board-"):
+            os.kill(pid, 9)
+
+
 @pytest.mark.slow
 def test_boards_of_a_devices_file_under_ray_from_the_command_line(sshd, tmp_path):
     """The path a user with boards takes: `tunex search --ray --devices boards.toml`, each

@@ -107,12 +107,20 @@ class RiscvSSHTarget(CrossTarget):
             tar.add(binary, arcname="kernel.bin")
             tar.add(cwd / "in.bin", arcname="in.bin")
         run = " ".join(shlex.quote(a) for a in argv)
-        # the board ends a hung kernel itself, shortly after this side gives up on it: a
-        # cancelled measurement kills the local ssh, not what it started on the board
+        # a cancelled measurement kills the local ssh, not what it started on the board: the
+        # kernel runs in a process group of its own, named in a file of the board's workdir,
+        # and the next measurement kills a group left there (a board measures one kernel at
+        # a time, so one left is a hung one) before it starts; the board's `timeout` ends it
+        # in any case shortly after this side's limit
         limit = math.ceil(self.timeout) + 5
-        script = (f"mkdir -p {shlex.quote(remote)} && cd {shlex.quote(remote)} && tar xf - && "
+        pid = shlex.quote(f"{self.workdir.rstrip('/')}/tunex-board.pid")
+        script = (f"[ -s {pid} ] && kill -KILL -- -$(cat {pid}) 2>/dev/null; rm -f {pid}; "
+                  f"mkdir -p {shlex.quote(remote)} && cd {shlex.quote(remote)} && tar xf - && "
                   f"tx_t=; timeout -s KILL 1 true 2>/dev/null && tx_t='timeout -s KILL {limit}'; "
-                  f"$tx_t {self.runner} ./kernel.bin {run}; echo tx_rc=$?")
+                  f"tx_s=; command -v setsid >/dev/null && tx_s=setsid; "
+                  f"$tx_s $tx_t {self.runner} ./kernel.bin {run} & tx_p=$!; "
+                  f"[ -n \"$tx_s\" ] && echo $tx_p > {pid}; "
+                  f"wait $tx_p; tx_r=$?; rm -f {pid}; echo tx_rc=$tx_r")
         try:
             done = self._ssh(script, buf.getvalue())
             if done.returncode == 255:
