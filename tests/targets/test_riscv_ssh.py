@@ -184,6 +184,9 @@ def test_a_kernel_left_hung_by_a_cancelled_measurement_is_ended_by_the_next(sshd
         assert _on_board("tunex-board-"), "still spinning on the board before the next"
         assert t.measure(ok_art).ok
         assert not _on_board("tunex-board-")
+        left = subprocess.run(["sh", "-c", "ls -d /tmp/tunex-board-* 2>/dev/null | wc -l"],
+                              capture_output=True, text=True).stdout.strip()
+        assert left == "0"  # the hung run's directory went with it
     finally:
         for pid in _on_board("tunex-board-"):
             os.kill(pid, 9)
