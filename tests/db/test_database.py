@@ -178,6 +178,19 @@ def test_a_remeasured_config_is_ranked_by_its_pooled_median(db: Database) -> Non
     assert [m.value for m in db.top_k(MM, 5)] == [1.5, 2.0]
 
 
+def test_a_config_that_once_gave_a_wrong_result_never_ranks(db: Database) -> None:
+    # a kernel that is right on one run and wrong on another (a race, an uninitialised read)
+    # is not correct: its ok runs do not make it a winner, in top_k, best or best_per_workload
+    a, b = Config(block=32), Config(block=64)
+    db.record(MM, ok(a, 1.0))
+    db.record(MM, ok(b, 1.5))
+    db.record(MM, Measurement.failed(a, Status.WRONG_RESULT, "y: 1 of 100 elements off"))
+    db.record(MM2, ok(a, 1.0))  # another workload's wrong result says nothing of this one
+    assert [m.config for m in db.top_k(MM, 5)] == [b]
+    assert db.best(MM).config == b
+    assert [(w, m.config) for w, m in db.best_per_workload()] == [(MM, b), (MM2, a)]
+
+
 def test_ties_go_to_the_config_measured_first(db: Database) -> None:
     for block in (8, 4, 16):
         db.record(MM, ok(Config(block=block), 1.0))

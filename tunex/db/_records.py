@@ -409,7 +409,14 @@ class Records(Store):
         if kernel is not None:
             query = query.where(w.kernel == kernel)
         if ok_only:
-            query = query.where(t.status == Status.OK.value, t.value_ms.is_not(None))
+            # a config that gave a wrong result once (a race, an uninitialised read) is not
+            # correct, whatever its other runs gave: it never ranks
+            wrong = S.trials.alias("wrong")
+            query = query.where(
+                t.status == Status.OK.value, t.value_ms.is_not(None),
+                ~sa.exists().where(wrong.c.workload_id == t.workload_id,
+                                   wrong.c.config_key == t.config_key,
+                                   wrong.c.status == Status.WRONG_RESULT.value))
         return list(conn.execute(query.order_by(t.workload_id, t.number)))
 
     def trials(self, workload: Workload) -> list[Trial]:
@@ -450,7 +457,8 @@ class Records(Store):
         return top[0] if top else None
 
     def top_k(self, workload: Workload, k: int) -> list[Measurement]:
-        """The ``k`` best distinct configs of ``workload``, best first; failures never rank.
+        """The ``k`` best distinct configs of ``workload``, best first; failures never rank,
+        nor does a config with a ``wrong_result`` trial, whatever its other trials gave.
 
         A config measured several times (e.g. a leader re-measured before a winner is declared)
         is ranked once, by the median of all its ok runtimes pooled: its measurement then has
