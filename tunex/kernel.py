@@ -292,11 +292,35 @@ class CKernel(Kernel):
     #: ``(rtol, atol)`` of :meth:`check`: float32 accumulated in another order.
     tolerance: ClassVar[tuple[float, float]] = (1e-4, 1e-5)
 
+    #: Files the kernel reads its C from (templates, headers), relative to the folder of its
+    #: class's module: their contents are part of :attr:`source_hash`.
+    sources: ClassVar[tuple[str, ...]] = ()
+
     @cached_property
     def source_hash(self) -> str:
-        """sha256 (16 hex digits) of the kernel's module source: the templates live there."""
-        module = sys.modules[type(self).__module__]
-        return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:16]
+        """sha256 (16 hex digits) of what renders the kernel's C: the source of its class's
+        module, then of the modules of its other ``CKernel`` base classes, then the files
+        named by :attr:`sources`. Editing any of them forgets the configs tuned before.
+
+        Raises:
+            ConfigError: a file of :attr:`sources` cannot be read.
+        """
+        h = hashlib.sha256()
+        modules = dict.fromkeys(c.__module__ for c in type(self).__mro__
+                                if issubclass(c, CKernel) and c is not CKernel)
+        for name in modules:
+            h.update(inspect.getsource(sys.modules[name]).encode())
+        folder = os.path.dirname(inspect.getfile(sys.modules[type(self).__module__]))
+        for source in self.sources:
+            path = os.path.join(folder, source)
+            try:
+                with open(path, "rb") as f:
+                    h.update(f.read())
+            except OSError as e:
+                raise ConfigError(f"{self.name}: cannot read {path} of its `sources` "
+                                  f"({e.strerror}); name the files relative to {folder}"
+                                  ) from None
+        return h.hexdigest()[:16]
 
     @property
     def buffers(self) -> tuple[str, ...]:

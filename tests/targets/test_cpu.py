@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tunex.errors import TargetError
+from tunex.errors import ConfigError, TargetError
 from tunex.kernel import register_kernel
 from tunex.targets import make_target
 from tunex.targets._c import read_outputs, write_inputs
@@ -164,3 +164,82 @@ def test_a_users_kernel_file_is_searched_by_its_path(tmp_path):
     assert needs.returncode == 2 and "Traceback" not in needs.stderr
     assert "(line 2): ModuleNotFoundError" in needs.stderr
     assert "no_such_package_here" in needs.stderr
+
+
+TEMPLATE_KERNEL = '''
+from pathlib import Path
+
+from mine_base import Base
+
+
+class Scale(Base):
+    """y = 2 x, its C in scale.c beside this file, its space in a base class elsewhere."""
+
+    name = "user_scale"
+    sources = ("scale.c",)
+
+    def render(self, config, problem, isa):
+        return Path(__file__).with_name("scale.c").read_text()
+'''
+
+TEMPLATE_BASE = '''
+import numpy as np
+
+from tunex.kernel import CKernel
+from tunex.space import Pow2, Space
+
+
+class Base(CKernel):
+    dims = ("N",)
+    inputs = ("x",)
+    outputs = ("y",)
+
+    def space(self):
+        return Space([Pow2("UNROLL", 1, 8)], problem=["N"])
+
+    def shapes(self, problem):
+        return {"x": (problem["N"],), "y": (problem["N"],)}
+
+    def reference(self, inputs, problem):
+        return (2.0 * inputs["x"].astype(np.float64),)
+
+    def baseline(self, problem, isa):
+        return self.render({}, problem, isa)
+
+    def flops(self, problem):
+        return problem["N"]
+
+    def bytes(self, problem):
+        return 8.0 * problem["N"]
+'''
+
+
+def test_a_kernels_template_file_and_base_class_module_are_in_its_hash(tmp_path, monkeypatch):
+    # the workload's kernel hash is what makes tunex forget configs measured with other code:
+    # editing the C template a kernel reads, or the base class it inherits, must change it
+    import hashlib
+    import inspect
+    import sys
+
+    from tunex.kernel import get_kernel
+
+    (tmp_path / "scale.c").write_text("void tx_kernel(float *const *b, const long *d) {}\n")
+    (tmp_path / "mine_base.py").write_text(TEMPLATE_BASE)
+    (tmp_path / "scale.py").write_text(TEMPLATE_KERNEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("TUNEX_KERNELS", raising=False)
+    cls = type(get_kernel(f"{tmp_path}/scale.py:Scale"))
+    first = cls().source_hash
+    (tmp_path / "scale.c").write_text("void tx_kernel(float *const *b, const long *d) {;}\n")
+    edited = cls().source_hash
+    assert edited != first
+    (tmp_path / "mine_base.py").write_text(TEMPLATE_BASE + "\n# tiles changed\n")
+    assert cls().source_hash not in (first, edited)
+    (tmp_path / "scale.c").unlink()
+    with pytest.raises(ConfigError, match=r"scale\.c"):
+        _ = cls().source_hash
+    # a kernel of one module keeps the hash it always had: its module's source
+    sgemm = get_kernel("sgemm")
+    module = sys.modules[type(sgemm).__module__]
+    assert sgemm.source_hash == hashlib.sha256(
+        inspect.getsource(module).encode()).hexdigest()[:16]
