@@ -53,3 +53,22 @@ void tx_kernel(float *const *buf, const long *dim) {{
 
     def bytes(self, problem: Mapping[str, Any]) -> float:
         return 8.0 * problem["N"]
+
+
+class ToyBareReference(ToyAxpy):
+    """A user's slip: ``reference`` returns the array itself, not a tuple of outputs."""
+
+    name = "toy_bare_reference"
+
+    def reference(self, inputs: Mapping[str, np.ndarray], problem: Mapping[str, Any]
+                  ) -> tuple[np.ndarray, ...]:
+        return 2.0 * inputs["x"].astype(np.float64) + 1.0  # type: ignore[return-value]
+
+
+class ToyIntShapes(ToyAxpy):
+    """A user's slip: ``shapes`` gives a 1-D buffer's size as a bare int."""
+
+    name = "toy_int_shapes"
+
+    def shapes(self, problem: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        return {"x": problem["N"], "y": problem["N"]}  # type: ignore[dict-item]

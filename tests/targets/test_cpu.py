@@ -50,6 +50,26 @@ def test_a_hung_kernel_is_a_timeout():
     assert m.status is Status.TIMEOUT and "1.5 s" in m.error
 
 
+@pytest.mark.parametrize("kernel, says", [
+    ("ToyBareReference", r"reference\(\) must return a tuple of 1 array \(y\)"),
+    ("ToyIntShapes", r"shapes\(\) must give x a tuple of sizes"),
+])
+def test_a_kernel_with_a_malformed_reference_or_shapes_stops_with_what_to_fix(kernel, says):
+    # a slip in the kernel's Python, not in a config: every trial would fail alike (as a
+    # wrong_result blaming the C, or a TypeError), so it is an error, not a failed trial
+    from tunex import Database, Tuner
+
+    name = "toy_" + {"ToyBareReference": "bare_reference", "ToyIntShapes": "int_shapes"}[kernel]
+    register_kernel(name, f"tests.targets._toy_c:{kernel}")
+    t = make_target("cpu?repeats=1&warmup=0&flush_kb=0&timeout=10")
+    with pytest.raises(TargetError, match=says):
+        space, wl = t.prepare(name, {"N": 8})
+        trial(t, wl, UNROLL=1, mode="ok")
+    if kernel == "ToyBareReference":
+        with Database(":memory:") as db, pytest.raises(TargetError, match=says):
+            Tuner(t, space, workload=wl, db=db, budget="3trials").run()
+
+
 def test_a_triton_kernel_is_refused_with_what_to_do(cpu):
     with pytest.raises(TargetError, match="--target triton_gpu"):
         cpu.prepare("softmax", {"M": 4, "N": 4})

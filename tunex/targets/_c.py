@@ -105,6 +105,19 @@ def read_outputs(path: Path, kernel: CKernel, problem: Mapping[str, Any]
     return tuple(out)
 
 
+def _shapes(kernel: CKernel, problem: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """``kernel.shapes(problem)``, or a :class:`TargetError` saying what is wrong with it (a
+    slip in the kernel's Python fails every config alike: not a failed trial)."""
+    shapes = kernel.shapes(problem)
+    for name in kernel.buffers:
+        shape = shapes.get(name) if isinstance(shapes, Mapping) else None
+        if not (isinstance(shape, (tuple, list))
+                and all(isinstance(n, (int, np.integer)) and n >= 0 for n in shape)):
+            raise TargetError(f"{kernel.name}: shapes() must give {name} a tuple of sizes "
+                              f"(e.g. {{{name!r}: (N,)}}), not {shape!r}")
+    return {n: tuple(int(d) for d in shapes[n]) for n in kernel.buffers}
+
+
 def _tail(text: str, lines: int = 12, chars: int = 2000) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
 
@@ -225,8 +238,19 @@ class CTarget(Target):
                               tuple[np.ndarray, ...] | None]:
         ref = self._refs.get(workload.key)
         if ref is None:
+            shapes = _shapes(k, problem)
             inputs = k.make_inputs(problem, seed=0)
-            want = tuple(np.asarray(w, dtype=np.float64) for w in k.reference(inputs, problem))
+            got = k.reference(inputs, problem)
+            want = tuple(np.asarray(w, dtype=np.float64)
+                         for w in (got if isinstance(got, (tuple, list)) else [got]))
+            if not isinstance(got, (tuple, list)) or [w.shape for w in want] != [
+                    shapes[n] for n in k.outputs]:
+                raise TargetError(
+                    f"{k.name}: reference() must return a tuple of {len(k.outputs)} "
+                    f"array{'s' * (len(k.outputs) > 1)} ({', '.join(k.outputs)}) shaped as "
+                    f"shapes() says {[shapes[n] for n in k.outputs]}, not "
+                    + (f"arrays shaped {[w.shape for w in want]}"
+                       if isinstance(got, (tuple, list)) else f"a {type(got).__name__}"))
             ref = self._refs[workload.key] = (inputs, want, k.magnitude(inputs, problem))
         return ref
 
