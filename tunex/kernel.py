@@ -35,7 +35,7 @@ C-contiguous float32 array of :meth:`CKernel.shapes`; ``dim`` holds the problem'
 :attr:`Kernel.dims` order. ``tx_kernel`` must overwrite every output element on every call
 (the harness calls it repeatedly) and must not depend on anything but its arguments. Helper
 functions are ``static`` or carry the ``tx_`` prefix: the cycle model counts what runs in
-``tx_*`` functions.
+``tx_*`` functions and in the ``static`` functions of the kernel's source.
 """
 
 from __future__ import annotations

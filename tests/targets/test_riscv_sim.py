@@ -88,3 +88,16 @@ def test_a_missing_tool_is_one_line_naming_the_fix(monkeypatch, tmp_path):
     assert "\n" not in str(e.value)
     with pytest.raises(TargetError, match="choose one of"):
         make_target("riscv-sim:c910")
+
+
+def test_a_static_helper_that_is_not_inlined_is_counted():
+    # kernel.py lets helpers be `static` (or tx_-prefixed): the work of one the compiler did not
+    # inline is the kernel's work too, not a config that looks 10000x faster
+    register_kernel("toy_helper", "tests.targets._toy_c:ToyHelper")
+    t = _sim("x280")
+    _, wl = t.prepare("toy_helper", {"N": 10_000})
+    inlined, called = (t.measure(t.build(wl, Config(inline=i))) for i in ("always", "never"))
+    assert inlined.status is Status.OK and called.status is Status.OK, called.error
+    assert 0.8 < called.facts["cycles"] / inlined.facts["cycles"] < 1.25, (
+        inlined.facts, called.facts)
+    assert called.facts["vector_insns"] == inlined.facts["vector_insns"] > 0

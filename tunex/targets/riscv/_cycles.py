@@ -1,8 +1,8 @@
 """A deterministic cycle estimate of a RISC-V kernel: executed blocks x a per-block cycle model.
 
 QEMU's txbb plugin counts how often each translated block (TB) ran; the kernel's functions
-(symbols starting ``tx_``) are disassembled with llvm-objdump-19, and each block that ran inside
-them is costed once:
+(symbols starting ``tx_``, and the ``static`` functions of its source file) are disassembled
+with llvm-objdump-19, and each block that ran inside them is costed once:
 
 - cores with an llvm-mca-19 scheduling model (x280, p670): llvm-mca's steady-state cycles per
   iteration of the block (``TotalCycles / Iterations`` over 100 iterations), all blocks in one
@@ -100,25 +100,36 @@ class CycleEstimate:
 
 # --- symbols and disassembly ---------------------------------------------------------------
 
-def function_ranges(elf: Path, tc: Toolchain, prefix: str = "tx_"
+def function_ranges(elf: Path, tc: Toolchain, prefix: str = "tx_", unit: str = "kernel.c"
                     ) -> list[tuple[int, int, str]]:
-    """``(start, end, name)`` of the functions whose symbol starts with ``prefix``, by address.
+    """``(start, end, name)`` of the kernel's functions, by address: those whose symbol starts
+    with ``prefix`` and the ``static`` ones of the source file ``unit``.
 
-    The kernel harness names its timed functions ``tx_*``; only they are counted and costed.
+    The kernel harness names its timed functions ``tx_*``; a kernel's ``static`` helpers that
+    the compiler did not inline run in the same call, so they are counted and costed too.
+    Local symbols follow the file symbol of their source in the symbol table (``nm -p``).
     """
     nm = tc.require("nm")
-    proc = subprocess.run([str(nm), "-S", "--defined-only", str(elf)], capture_output=True,
-                          text=True, timeout=60, check=False)
+    proc = subprocess.run([str(nm), "-a", "-p", "-S", "--defined-only", str(elf)],
+                          capture_output=True, text=True, timeout=60, check=False)
     if proc.returncode != 0:
         raise TargetError(f"llvm-nm-19 cannot read {elf}: {proc.stderr.strip()}")
     out: dict[int, tuple[int, int, str]] = {}
+    in_unit = False
     for line in proc.stdout.splitlines():
         parts = line.split()
-        if len(parts) != 4 or parts[2] not in ("T", "t", "W") or not parts[3].startswith(prefix):
+        if len(parts) != 4:
+            continue
+        kind, name = parts[2], parts[3]
+        if kind == "a" and not name.startswith("$"):  # a file symbol: whose locals follow
+            in_unit = name == unit
+            continue
+        if not ((kind in ("T", "t", "W") and name.startswith(prefix))
+                or (kind == "t" and in_unit and not name.startswith("$"))):
             continue
         start, size = int(parts[0], 16), int(parts[1], 16)
         if size > 0:
-            out[start] = (start, start + size, parts[3])
+            out[start] = (start, start + size, name)
     return sorted(out.values())
 
 
