@@ -37,7 +37,9 @@ def test_every_kind_of_trial_outcome_is_a_status(cpu):
     wrong = trial(cpu, wl, UNROLL=1, mode="wrong")
     assert wrong.status is Status.WRONG_RESULT and "1 of 1001" in wrong.error
     assert "first at (3,)" in wrong.error
-    assert trial(cpu, wl, UNROLL=1, mode="crash").status is Status.RUNTIME_ERROR
+    crash = trial(cpu, wl, UNROLL=1, mode="crash")
+    assert crash.status is Status.RUNTIME_ERROR
+    assert crash.error.startswith("killed by SIGSEGV (signal 11)")  # not "exit status -11"
     bad = trial(cpu, wl, UNROLL=1, mode="syntax")
     assert bad.status is Status.COMPILE_ERROR and "error" in bad.error
 

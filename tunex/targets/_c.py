@@ -18,6 +18,7 @@ how a binary is compiled and how it is run and timed; everything else is here, o
 from __future__ import annotations
 
 import abc
+import signal
 import struct
 import subprocess
 import tempfile
@@ -116,6 +117,17 @@ def _shapes(kernel: CKernel, problem: Mapping[str, Any]) -> dict[str, tuple[int,
             raise TargetError(f"{kernel.name}: shapes() must give {name} a tuple of sizes "
                               f"(e.g. {{{name!r}: (N,)}}), not {shape!r}")
     return {n: tuple(int(d) for d in shapes[n]) for n in kernel.buffers}
+
+
+def exit_text(code: int) -> str:
+    """``exit status 3``, or for a process ended by a signal (a negative status, as
+    :mod:`subprocess` gives it) ``killed by SIGSEGV (signal 11)``."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name} (signal {-code})"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
 
 
 def _tail(text: str, lines: int = 12, chars: int = 2000) -> str:
@@ -288,8 +300,8 @@ class CTarget(Target):
                 why = _tail(result.stderr + "\n" + result.stdout)
                 return Measurement.failed(
                     config, Status.RUNTIME_ERROR,
-                    f"exit status {result.returncode}: {why}" if why
-                    else f"exit status {result.returncode}", facts=facts, **common)
+                    f"{exit_text(result.returncode)}: {why}" if why
+                    else exit_text(result.returncode), facts=facts, **common)
             try:
                 got = read_outputs(cwd / "out.bin", k, problem)
             except (OSError, ValueError) as e:

@@ -130,6 +130,8 @@ class RiscvSSHTarget(CrossTarget):
             out = done.stdout.decode(errors="replace")
             rc = next((int(line[6:]) for line in out.splitlines()
                        if line.startswith("tx_rc=")), done.returncode)
+            if rc > 128:  # the shell's 128 + n for a kernel ended by signal n
+                rc = 128 - rc
             fetched = self._ssh(f"cat {shlex.quote(remote)}/out.bin 2>/dev/null; "
                                 f"rm -rf {shlex.quote(remote)}")
             if fetched.returncode == 255:
