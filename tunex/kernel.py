@@ -535,6 +535,10 @@ def _from_spec(spec: str) -> Kernel:
         raise ConfigError(f"{spec!r}: a kernel class needs a `name` attribute that is an "
                           f"identifier, not {name!r}")
     _load()
+    taken = _REGISTRY.get(name)
+    if taken is not None and taken != spec:  # two kernels under one name would share trials
+        raise ConfigError(f"{spec!r}: the kernel name {name!r} is taken by {taken}; give "
+                          "your kernel class another `name`")
     _REGISTRY[name] = spec
     _INSTANCES[name] = kernel
     entries = _from_environment(os.environ.get("TUNEX_KERNELS", ""))

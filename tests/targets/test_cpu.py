@@ -186,6 +186,14 @@ def test_a_users_kernel_file_is_searched_by_its_path(tmp_path):
     assert needs.returncode == 2 and "Traceback" not in needs.stderr
     assert "(line 2): ModuleNotFoundError" in needs.stderr
     assert "no_such_package_here" in needs.stderr
+    # a kernel named like a library one would share its trials, best configs and packs
+    (tmp_path / "mine" / "clash.py").write_text(
+        USER_KERNEL.replace('name = "user_triple"', 'name = "sgemm"'))
+    clash = subprocess.run([sys.executable, "-m", "tunex.cli", "search", "mine/clash.py:Triple",
+                            "--target", "cpu", "--shape", "N=64", "--db", str(db)],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert clash.returncode == 2 and "Traceback" not in clash.stderr
+    assert "'sgemm' is taken by kernels.rvv.sgemm:Sgemm" in clash.stderr
 
 
 TEMPLATE_KERNEL = '''
