@@ -46,7 +46,6 @@ from tunex.cluster import LocalExecutor, LocalOptions  # noqa: E402
 from tunex.db import Database  # noqa: E402
 from tunex.kernel import get_kernel  # noqa: E402
 from tunex.targets import make_target  # noqa: E402
-from tunex.trial import Config  # noqa: E402
 from tunex.tuner import Budget, Tuner  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
@@ -133,13 +132,6 @@ def record(args: argparse.Namespace) -> int:
 # -- versus -------------------------------------------------------------------------------------
 
 
-def build_baseline(target: Any, wl: Any) -> Any:
-    """The default build: the kernel's plain C form, left to clang-19 -O3."""
-    k = get_kernel(wl.kernel)
-    problem = k.representative(wl.problem)
-    return target.build_source(wl, Config(baseline="O3"), k.baseline(problem, target.isa))
-
-
 def versus(args: argparse.Namespace) -> int:
     shape = parse_shape(args.shape)
     target = make_target(args.target)
@@ -156,27 +148,18 @@ def versus(args: argparse.Namespace) -> int:
         raise SystemExit("no successful trial")
     # side by side: the baseline and the winner again, interleaved, on real hardware
     rounds = 1 if not target.noisy else args.rounds
-    base_t, best_t = [], []
-    winner, baseline = target.build(wl, best.config), build_baseline(target, wl)
-    base_m = best_m = None
-    for _ in range(rounds):
-        base_m, best_m = target.measure(baseline), target.measure(winner)
-        if not (base_m.ok and best_m.ok):
-            raise SystemExit(f"baseline: {base_m.status} {base_m.error}; "
-                             f"winner: {best_m.status} {best_m.error}")
-        base_t.append(base_m.value)
-        best_t.append(best_m.value)
+    vs = target.versus_baseline(wl, best.config, rounds=rounds)
+    if vs["speedup"] is None:
+        raise SystemExit(f"versus the baseline: {vs['error']}")
     row = {
         "kernel": args.kernel, "target": args.target, "shape": shape,
         "space": space.size, "strategy": args.strategy, "budget": str(args.budget),
         "trials": result.trials, "tune_s": round(tune_s, 1), "failures": result.failures,
-        "baseline_ms": statistics.median(base_t), "tuned_ms": statistics.median(best_t),
-        "default_config_ms": default.value,
-        "speedup": statistics.median(base_t) / statistics.median(best_t),
+        "baseline_ms": vs["baseline_ms"], "tuned_ms": vs["tuned_ms"],
+        "default_config_ms": default.value, "speedup": vs["speedup"],
         "best": best.config.to_dict(), "rounds": rounds, "machine": machine(),
         "date": dt.date.today().isoformat(),
-        "cycles": {"baseline": base_m.facts.get("cycles") if base_m else None,
-                   "tuned": best_m.facts.get("cycles") if best_m else None},
+        "cycles": vs.get("cycles", {"baseline": None, "tuned": None}),
     }
     print(json.dumps(row, default=str))
     path = RESULTS / "riscv_versus.jsonl"

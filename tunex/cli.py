@@ -155,7 +155,13 @@ def cmd_search(args: argparse.Namespace) -> int:
                           f"{space.size:,} valid points ({space.raw_size:,} raw), strategy "
                           f"{args.strategy}, budget {budget}, db {args.db}", highlight=False)
         result = _run_interruptible(tuner)
-        _report(console, result, space, args)
+        versus = None
+        if (not args.no_baseline and result.best is not None and result.stopped != "interrupted"
+                and hasattr(target, "versus_baseline") and not on_ray and service is None):
+            # a C kernel's winner against its plain C at -O3 (the compiler's own
+            # vectorisation), measured side by side here: what tuning gained
+            versus = target.versus_baseline(workload, result.best.config)
+        _report(console, result, space, args, versus)
     if result.stopped == "interrupted":
         print("tunex: interrupted; every finished trial is saved, run again to resume",
               file=sys.stderr)
@@ -249,10 +255,10 @@ class _TrialLog:
               + " ".join(f"{k}={v}" for k, v in m.config.items()), file=sys.stderr, flush=True)
 
 
-def _summary(result: Any) -> dict[str, Any]:
+def _summary(result: Any, versus: dict[str, Any] | None = None) -> dict[str, Any]:
     best = result.best
     w = result.workload
-    return {"workload": w.digest, "kernel": w.kernel, "problem": dict(w.problem),
+    out = {"workload": w.digest, "kernel": w.kernel, "problem": dict(w.problem),
             "target": dict(w.target), "trials": result.trials, "new_trials": result.new_trials,
             "proposals": result.proposals, "seconds": round(result.seconds, 3),
             "stopped": result.stopped, "failures": dict(sorted(result.failures.items())),
@@ -260,13 +266,17 @@ def _summary(result: Any) -> dict[str, Any]:
             "spread": None if best is None else best.spread,
             "repeats": None if best is None else len(best.times_ms),
             "config": None if best is None else best.config.to_dict()}
+    if versus is not None:
+        out["baseline"] = versus
+    return out
 
 
-def _report(console: Any, result: Any, space: Any, args: argparse.Namespace) -> None:
+def _report(console: Any, result: Any, space: Any, args: argparse.Namespace,
+            versus: dict[str, Any] | None = None) -> None:
     from rich.table import Table
 
     if args.json or args.quiet:  # -q: the same summary on one line
-        print(json.dumps(_summary(result), indent=2 if args.json else None))
+        print(json.dumps(_summary(result, versus), indent=2 if args.json else None))
         return
     t = Table(title=f"{result.workload.kernel}: best of {result.trials} trials", show_header=False)
     if result.best is not None:
@@ -276,6 +286,11 @@ def _report(console: Any, result: Any, space: Any, args: argparse.Namespace) -> 
                   f"{len(result.best.times_ms)} repeats)")
     else:
         t.add_row("[bold]time", "no successful trial")
+    if versus is not None:
+        t.add_row("vs baseline", f"{versus['speedup']:.2f}x the speed of the plain C at -O3 "
+                  f"({versus['tuned_ms']:.5g} ms against {versus['baseline_ms']:.5g} ms, "
+                  "measured side by side)" if versus["speedup"] is not None
+                  else f"not measured: {versus['error']}")
     t.add_row("this run", f"{result.new_trials} new trials in {result.seconds:.1f} s; "
               f"{result.proposals} configs proposed (one already in the database is answered "
               f"from it, without a trial); stopped: {result.stopped}")
@@ -600,6 +615,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after this many trials without a 1%% gain")
     s.add_argument("--no-transfer", action="store_true",
                    help="do not warm-start from other workloads in the database")
+    s.add_argument("--no-baseline", action="store_true",
+                   help="C kernels: do not measure the winner against the kernel's plain C "
+                   "form at -O3 when the search ends")
     s.add_argument("--optuna-storage", default=None, metavar="URL",
                    help="mirror each trial into this Optuna storage as it ends (e.g. "
                    "sqlite:///optuna.db), to watch the search in optuna-dashboard")

@@ -44,6 +44,20 @@ def test_every_kind_of_trial_outcome_is_a_status(cpu):
     assert bad.status is Status.COMPILE_ERROR and "error" in bad.error
 
 
+def test_the_winner_is_measured_beside_the_baseline(cpu, monkeypatch):
+    _, wl = cpu.prepare("toy_axpy", {"N": 1001})
+    calls = []
+    measure = type(cpu).measure
+    monkeypatch.setattr(type(cpu), "measure",
+                        lambda self, a: calls.append(dict(a.config)) or measure(self, a))
+    vs = cpu.versus_baseline(wl, Config(UNROLL=4, mode="ok"), rounds=3)
+    assert vs["speedup"] == pytest.approx(vs["baseline_ms"] / vs["tuned_ms"])
+    # alternately, so drift hits both alike
+    assert calls == [{"baseline": "O3"}, {"UNROLL": 4, "mode": "ok"}] * 3
+    bad = cpu.versus_baseline(wl, Config(UNROLL=1, mode="crash"))
+    assert bad["speedup"] is None and bad["error"].startswith("tuned: runtime_error")
+
+
 def test_a_hung_kernel_is_a_timeout():
     register_kernel("toy_axpy", "tests.targets._toy_c:ToyAxpy")
     t = make_target("cpu?repeats=1&warmup=0&flush_kb=0&timeout=1.5")

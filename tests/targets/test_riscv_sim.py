@@ -68,6 +68,13 @@ def test_cli_search_on_the_simulator(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["trials"] == 6 and out["best_ms"] > 0
+    # the winner against the kernel's plain C at -O3, side by side: on the (deterministic)
+    # cycle model the tuned time is the best's own, and the baseline is a separate build
+    vs = out["baseline"]
+    assert vs["tuned_ms"] == pytest.approx(out["best_ms"], rel=1e-9)
+    assert vs["baseline_ms"] > 0 and vs["speedup"] == pytest.approx(
+        vs["baseline_ms"] / vs["tuned_ms"])
+    assert vs["cycles"]["baseline"] != vs["cycles"]["tuned"]
     export = subprocess.run([sys.executable, "-m", "tunex.cli", "db", "export", "--db", str(db),
                              "--format", "jsonl"], capture_output=True, text=True, timeout=60)
     rows = [json.loads(line) for line in export.stdout.splitlines()]

@@ -223,6 +223,38 @@ class CTarget(Target):
                             error=f"render: {type(e).__name__}: {e}")
         return self.build_source(workload, config, source)
 
+    def versus_baseline(self, workload: Workload, config: Config, rounds: int = 3
+                        ) -> dict[str, Any]:
+        """``config`` against the kernel's :meth:`~tunex.kernel.CKernel.baseline` (its plain C
+        form left to the compiler's own vectorisation): both built, then measured alternately
+        ``rounds`` times (once on a target that is not noisy), so drift hits both alike.
+
+        Returns ``baseline_ms``, ``tuned_ms`` (medians) and ``speedup`` (their ratio; ``None``
+        with ``error`` when either failed), and ``cycles`` where the target counts them.
+        """
+        k = self.kernel_of(workload.kernel)
+        problem = k.representative(workload.problem)
+        base = self.build_source(workload, Config(baseline="O3"), k.baseline(problem, self.isa))
+        tuned = self.build(workload, config)
+        base_t: list[float] = []
+        tuned_t: list[float] = []
+        cycles: dict[str, Any] = {}
+        for _ in range(rounds if self.noisy else 1):
+            b, t = self.measure(base), self.measure(tuned)
+            if not (b.ok and t.ok):
+                bad = [f"{n}: {m.status} {m.error or ''}".strip()
+                       for n, m in (("baseline", b), ("tuned", t)) if not m.ok]
+                return {"baseline_ms": None, "tuned_ms": None, "speedup": None,
+                        "error": "; ".join(bad)}
+            base_t.append(b.value)
+            tuned_t.append(t.value)
+            cycles = {"baseline": b.facts.get("cycles"), "tuned": t.facts.get("cycles")}
+        b_ms, t_ms = float(np.median(base_t)), float(np.median(tuned_t))
+        out: dict[str, Any] = {"baseline_ms": b_ms, "tuned_ms": t_ms, "speedup": b_ms / t_ms}
+        if cycles.get("baseline") is not None:
+            out["cycles"] = cycles
+        return out
+
     def build_source(self, workload: Workload, config: Config, source: str) -> Artifact:
         """Compile a given kernel source with the harness (also: the baseline's source)."""
         t0 = time.perf_counter()
