@@ -82,3 +82,23 @@ def test_bad_input_gives_a_clear_error(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert err.startswith("tunex: error:") and message in err
     assert junk.read_bytes() == b"\x00garbage" * 600  # nothing lost or changed
+
+
+@pytest.mark.parametrize("argv", [
+    ["db", "export"], ["db", "export", "--format", "json"],
+    ["db", "export", "--format", "kernel_tuner"], ["pack", "export"], ["report"],
+])
+@pytest.mark.parametrize("suffix", ["", "-wal"])
+def test_writing_an_export_over_the_database_itself_is_refused(tmp_path, capsys, argv, suffix):
+    """`-o run.db` where `-o run.csv` was meant must not replace the database with its export."""
+    data = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    db = tmp_path / "run.db"
+    assert main(["search", "--target", f"replay:{data}", "--budget", "6trials", "--db",
+                 str(db), "-q"]) == 0
+    before = db.read_bytes()
+    assert main([*argv, "--db", str(db), "-o", f"{db}{suffix}"]) == 2
+    err = capsys.readouterr().err
+    assert "is the tuning database being read" in err and "Traceback" not in err
+    assert db.read_bytes() == before
+    with sqlite3.connect(db) as con:
+        assert con.execute("select count(*) from trials").fetchone() == (6,)

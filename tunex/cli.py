@@ -29,6 +29,17 @@ def _shape(text: str | None) -> dict[str, Any]:
     return out
 
 
+def _not_the_database(output: str | None, db: Any) -> None:
+    """Refuse an output file that is the database being read (or one of its SQLite side
+    files): writing an export, a pack or a report there would destroy every trial in it."""
+    if output in (None, "-") or getattr(db, "path", None) is None:
+        return
+    mine = os.path.realpath(db.path)
+    if os.path.realpath(output) in (mine, *(mine + s for s in ("-wal", "-shm", "-journal"))):
+        raise TunexError(f"-o {output} is the tuning database being read: writing there would "
+                         "destroy every trial in it; pass another output file")
+
+
 def _load_kernel(name: str | None) -> Any:
     if not name:
         return None
@@ -310,6 +321,8 @@ def cmd_db(args: argparse.Namespace) -> int:
         if args.db_cmd == "export":
             from tunex.db import find_workloads
 
+            _not_the_database(args.output, db)
+
             out = sys.stdout if args.output in (None, "-") else args.output
             fmt = args.format or None
             if out is sys.stdout:
@@ -414,6 +427,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
     elif args.pack_cmd == "export":
         name = args.name or Path(args.output).stem
         with Database(args.db, create=False) as db:
+            _not_the_database(args.output, db)
             pack = export_pack(db, args.output, kernel=args.kernel, name=name,
                                version=args.version, sign_with=args.sign)
         signed = f", signed by key {pack.signer}" if pack.signer else ""
@@ -477,6 +491,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tunex.report import write_report
 
     with Database(args.db, create=False) as db:
+        _not_the_database(args.output, db)
         n = write_report(db, args.output, args.workload, kernel=args.kernel,
                          spaces=args.space or ())
     print(f"wrote the report of {n} workload{'s' if n != 1 else ''} to {args.output}",
