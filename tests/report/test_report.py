@@ -224,3 +224,19 @@ def test_convergence_by_wall_time_follows_when_trials_ended(tmp_path: Path) -> N
         (s,) = analyse(db, w).series
     assert s.best_ms == [5.0, 1.0, 1.0]  # by trial number
     assert s.seconds == [10.0, 20.0, 30.0] and s.best_by_time == [3.0, 1.0, 1.0]
+
+
+def test_a_best_time_of_zero_ms_is_reported_not_divided_by(tmp_path: Path, capsys) -> None:
+    """A recorded space may hold 0 ms (below its timer's resolution): a trial can be measured
+    so, and the report of it is written, with the top table's ratios left out."""
+    w = Workload("toy")
+    db = tmp_path / "zero.db"
+    with Database(db) as d:
+        for a, t in ((1, 0.0), (2, 0.5), (3, 0.0)):
+            d.record(w, Measurement(Config(a=a), Status.OK, (t,)), strategy="random")
+    out = tmp_path / "zero.html"
+    assert main(["report", "--db", str(db), "-o", str(out)]) == 0
+    assert "wrote the report of 1 workload" in capsys.readouterr().err
+    rows = re.findall(r"<tr class='(?:chosen)?'>.*?</tr>", out.read_text())
+    assert len(rows) == 3
+    assert "<td class='n'>+0.0%</td>" in rows[0] and "<td class='n'>-</td>" in rows[2]

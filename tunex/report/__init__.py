@@ -152,7 +152,7 @@ def _section(r: WorkloadReport, figures: list[tuple[str, str, str, str | None, s
         line = _ms(best)
         if r.optimum_ms is not None:
             line += (f"; recorded optimum {_ms(r.optimum_ms)} (the best found is "
-                     f"{r.optimum_ms / best:.1%} of optimal)")
+                     f"{_share(r.optimum_ms, best)} of optimal)")
         facts.append(("best", line))
     out.append("<dl>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
     out.append(_decision(r))
@@ -251,6 +251,20 @@ def _decisions_table(r: WorkloadReport) -> str:
             "prediction, the kernel's default config, or by tuning on the miss.</p>")
 
 
+def _share(part: float, whole: float) -> str:
+    """``part / whole`` as a percentage; a recorded time may be 0 ms (below the timer's
+    resolution), where a ratio says nothing."""
+    if whole > 0:
+        return f"{part / whole:.1%}"
+    return "100.0%" if part == whole else "-"
+
+
+def _versus(value: float, best: float) -> str:
+    if best > 0:
+        return f"{value / best - 1:+.1%}"
+    return "+0.0%" if value == best else "-"
+
+
 def _top_table(r: WorkloadReport) -> str:
     if not r.top:
         return ""
@@ -262,7 +276,7 @@ def _top_table(r: WorkloadReport) -> str:
         first = r.first_trial.get(m.config)
         cells = "".join(f"<td>{_e(fmt_value(m.config.get(n)))}</td>" for n in names)
         rows.append(f"<tr class='{'chosen' if i == 1 else ''}'><td class='n'>{i}</td>"
-                    f"<td class='n'>{m.value:.5g}</td><td class='n'>{m.value / best - 1:+.1%}"
+                    f"<td class='n'>{m.value:.5g}</td><td class='n'>{_versus(m.value, best)}"
                     f"</td><td class='n'>{m.spread:.1%}</td><td class='n'>{len(m.times_ms)}"
                     f"</td><td class='n'>{first.number if first else '-'}</td>"
                     f"<td>{_e((first.strategy if first else None) or '-')}</td>{cells}</tr>")
