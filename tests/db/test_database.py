@@ -777,3 +777,23 @@ def test_an_archived_database_on_a_read_only_medium_can_be_read(tmp_path):
         assert sorted(p.name for p in ro.iterdir()) == ["a.db"]  # no -wal/-shm written
     finally:
         subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+@pytest.mark.parametrize("key,value", [("started_at", 1e300), ("ended_at", math.inf),
+                                       ("started_at", -1e20), ("recorded_at", 1e12)])
+def test_import_refuses_times_no_export_can_write(db: Database, tmp_path: Path, key: str,
+                                                  value: float) -> None:
+    """A hand-edited export whose times are not dates any export can write: refused on import,
+    not stored to break every later `db export` and `tunex report` of the database."""
+    db.record(MM, ok(Config(block=64), 1.0))
+    path = tmp_path / "one.jsonl"
+    db.export(path, format="jsonl")
+    record = json.loads(path.read_text())
+    record[key] = value
+    path.write_text(json.dumps(record) + "\n")
+    with Database(tmp_path / "dst.db") as dst:
+        with pytest.raises(DatabaseError, match=rf"record 1 .*{key} .*between 1970 and 2262"):
+            dst.import_trials(path)
+        assert dst.workloads() == []
+        dst.record(MM, ok(Config(block=32), 2.0))
+        assert dst.export(io.StringIO(), format="csv") == 1

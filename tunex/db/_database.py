@@ -404,13 +404,26 @@ def _item_of(rec: Mapping[str, Any]) -> _Item:
         facts=dict(rec.get("facts") or {}),
         error=rec.get("error"),
         worker=rec.get("worker"),
-        started_at=float(rec["started_at"]),
-        ended_at=float(rec["ended_at"]),
+        started_at=_moment("started_at", rec["started_at"]),
+        ended_at=_moment("ended_at", rec["ended_at"]),
     )
     recorded_at = rec.get("recorded_at")
     return (
         Workload.from_dict(spec),
         m,
         rec.get("strategy"),
-        float(recorded_at) if recorded_at is not None else time.time(),
+        _moment("recorded_at", recorded_at) if recorded_at is not None else time.time(),
     )
+
+
+#: Seconds since the epoch that every export can write as a date (pandas' datetime64[ns]
+#: ends in 2262): a trial stored outside would break ``db export`` and ``tunex report``.
+MOMENTS = (0.0, 9.2e9)
+
+
+def _moment(key: str, value: Any) -> float:
+    t = float(value)
+    if not MOMENTS[0] <= t < MOMENTS[1]:  # NaN and infinities too
+        raise ValueError(f"{key} {value!r} is not a time in seconds since the epoch between "
+                         "1970 and 2262")
+    return t

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tunex.db import Database, Trial
+from tunex.db._database import MOMENTS
 from tunex.errors import TunexError
 from tunex.trial import Config, Measurement, Status, Workload
 
@@ -75,7 +76,9 @@ def _stamp(entry: Mapping[str, Any], fallback: float) -> float:
             when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
             if when.tzinfo is None:
                 when = when.replace(tzinfo=datetime.timezone.utc)
-            return when.timestamp()
+            stamp = when.timestamp()
+            if MOMENTS[0] <= stamp < MOMENTS[1]:  # else a date no export could write back
+                return stamp
         except ValueError:
             pass
     return fallback
