@@ -15,6 +15,7 @@ from tunex.db import Database
 from tunex.errors import TunexError
 from tunex.interop import export_cache, export_t4, import_cache, is_cache
 from tunex.targets.replay import ReplayTarget
+from tunex.trial import Status
 from tunex.tuner import Tuner
 
 T4_INVALIDITY = {"timeout", "compile", "runtime", "correctness", "constraints", "correct"}
@@ -119,3 +120,34 @@ def test_cli_import_and_clear_errors(tmp_path: Path, capsys) -> None:
     assert "2 match: pass --workload ID" in capsys.readouterr().err
     with Database(tmp_path / "empty.db") as empty, pytest.raises(TunexError, match="no trial"):
         export_t4(empty, ReplayTarget(src).workload(), tmp_path / "none.json")
+
+
+def test_entries_with_odd_fields_are_measured_imported_and_searched(tmp_path: Path,
+                                                                    capsys) -> None:
+    """Fields a hand-written or foreign cache fills with something other than numbers: the
+    entry's own time stands where its repeats are unusable, a time that is no number is a
+    failed trial, and neither `db import` nor a search stops on them."""
+    cache = {
+        "1,1": {"a": 1, "b": 1, "time": 1.0, "times": "abc"},
+        "1,2": {"a": 1, "b": 2, "time": 2.0, "times": [None, 2.5], "compile_time": "abc"},
+        "2,1": {"a": 2, "b": 1, "time": [3.0], "benchmark_time": "slow"},
+        "2,2": {"a": 2, "b": 2, "time": True, "times": [], "compile_time": True},
+    }
+    doc = {"kernel_name": "odd", "tune_params_keys": ["a", "b"],
+           "tune_params": {"a": [1, 2], "b": [1, 2]}, "cache": cache}
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(doc))
+    target = ReplayTarget(path, noisy=True, seed=0)
+    w = target.workload()
+    got = {tuple(c.values()): target.measure(target.build(w, c)) for c in target.space}
+    assert got[(1, 1)].ok and got[(1, 1)].times_ms == (1.0,)
+    assert got[(1, 2)].ok and got[(1, 2)].times_ms == (2.0,) and got[(1, 2)].compile_ms is None
+    assert got[(2, 1)].status is Status.RUNTIME_ERROR and "not a number" in got[(2, 1)].error
+    assert got[(2, 2)].status is Status.RUNTIME_ERROR
+    assert target.optimum() == 1.0
+    db = tmp_path / "odd.db"
+    assert main(["db", "import", str(path), "--db", str(db)]) == 0
+    assert "imported 4 trials" in capsys.readouterr().err
+    assert main(["search", "--target", f"replay:{path}", "--db", str(tmp_path / "s.db"),
+                 "--budget", "4trials", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["trials"] == 4

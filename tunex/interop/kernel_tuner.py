@@ -93,7 +93,7 @@ def import_cache(db: Database, path: str | os.PathLike[str]) -> tuple[Workload, 
     benchmark times, ...), the constant parameters and the parameter order go to the trial's
     ``facts["kernel_tuner"]``, so :func:`export_cache` writes the same file back.
     """
-    from tunex.targets.replay import ReplayTarget
+    from tunex.targets.replay import ReplayTarget, recorded_times
 
     target = ReplayTarget(Path(os.fspath(path)))
     workload = target.workload()
@@ -105,9 +105,11 @@ def import_cache(db: Database, path: str | os.PathLike[str]) -> tuple[Workload, 
         config = Config({k: entry[k] for k in target.keys if k not in bound})
         m = target.measure(target.build(workload, config))
         if m.ok:
-            m = m.replace(times_ms=tuple(entry.get("times") or (entry["time"],)))
+            m = m.replace(times_ms=tuple(recorded_times(entry) or (entry["time"],)))
         started = _stamp(entry, base + i * 1e-3)
-        ended = started + float(entry.get("benchmark_time") or 0.0) / 1000.0
+        bench = entry.get("benchmark_time")
+        ended = started + (bench / 1000.0 if isinstance(bench, (int, float))
+                           and not isinstance(bench, bool) and 0 <= bench < 1e9 else 0.0)
         extra = {k: v for k, v in entry.items() if k not in _OWN and k not in target.keys}
         facts = {_SOURCE: {"fields": extra, "constants": constants, "keys": target.keys,
                            "timestamp": entry.get("timestamp")}}

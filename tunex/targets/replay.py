@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,23 @@ _FAILURES = {
     "RuntimeFailedConfig": Status.RUNTIME_ERROR,
     "InvalidConfig": Status.INVALID,
 }
+
+
+def _number(value: Any) -> float | None:
+    """A recorded figure in ms (a compile time), or None where the file holds something else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def recorded_times(entry: Mapping[str, Any]) -> list[float] | None:
+    """An entry's recorded repeats (``times``), or None where it holds none or something other
+    than a list of numbers (the entry's ``time`` stands then)."""
+    times = entry.get("times")
+    if not isinstance(times, list) or not times:
+        return None
+    out = [_number(t) for t in times]
+    return None if any(t is None for t in out) else [t for t in out if t is not None]
 
 
 def load_recorded(path: str | Path) -> dict[str, Any]:
@@ -170,7 +188,7 @@ class ReplayTarget(Target):
         if entry is None:
             return Artifact(workload, config, Status.INVALID,
                             error="configuration is not in the recorded space")
-        compile_ms = entry.get("compile_time")
+        compile_ms = _number(entry.get("compile_time"))
         t = entry.get("time")
         if isinstance(t, str) and _FAILURES.get(t) is Status.COMPILE_ERROR:
             return Artifact(workload, config, Status.COMPILE_ERROR, error=t, compile_ms=compile_ms)
@@ -187,7 +205,11 @@ class ReplayTarget(Target):
             status = _FAILURES.get(str(t), Status.RUNTIME_ERROR)
             return Measurement.failed(config, status, str(t), compile_ms=artifact.compile_ms,
                                       worker="replay")
-        times = entry.get("times") or [t]
+        if _number(t) is None:  # a list, an object, a bool: the recording measured nothing
+            return Measurement.failed(config, Status.RUNTIME_ERROR,
+                                      f"the recorded time {t!r} is not a number",
+                                      compile_ms=artifact.compile_ms, worker="replay")
+        times = recorded_times(entry) or [t]
         if self.noisy:
             times = [times[int(self.rng.integers(len(times)))]]
         else:
@@ -200,8 +222,8 @@ class ReplayTarget(Target):
     def true_time(self, config: Config) -> float:
         """Recorded mean runtime of a config (``inf`` if it failed or is not recorded)."""
         entry = self._entry(config)
-        t = None if entry is None else entry.get("time")
-        return float(t) if isinstance(t, (int, float)) else float("inf")
+        t = None if entry is None else _number(entry.get("time"))
+        return t if t is not None and math.isfinite(t) and t >= 0 else float("inf")
 
     def optimum(self) -> float:
         """Lowest recorded mean runtime among valid points of the space."""
