@@ -135,3 +135,23 @@ def test_qmc_seeds_give_different_sequences():
     a = get_strategy("optuna:qmc", s, seed=0).ask(4)
     b = get_strategy("optuna:qmc", s, seed=1).ask(4)
     assert a != b
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_seed_beyond_32_bits_is_taken_by_every_strategy(spec):
+    """`tunex search --seed 99999999999999999999` (any seed >= 0 is allowed) seeds every
+    strategy deterministically instead of ending in NumPy's 'Seed must be between 0 and
+    2**32 - 1' traceback."""
+    if spec == "optuna:cmaes":
+        pytest.importorskip("cmaes")
+
+    def run():
+        st = make(spec, space(), seed=10**20 + 3)
+        out = []
+        for _ in range(2):
+            b = st.ask(2)
+            out += b
+            st.tell([measure(c) for c in b])
+        return out
+
+    assert len(run()) == 4 and run() == run()

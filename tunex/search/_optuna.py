@@ -38,6 +38,8 @@ _CMAES = ("cmaes", "cma-es", "cma")  # names of the CMA-ES variant
 def _sampler(variant: str, seed: int | None, source: list[optuna.trial.FrozenTrial] | None = None
              ) -> optuna.samplers.BaseSampler:
     s = optuna.samplers
+    if seed is not None:  # Optuna's samplers seed NumPy's legacy generator: 32 bits at most
+        seed %= 2**32
     if variant in ("", "tpe"):
         return s.TPESampler(seed=seed, multivariate=True, constant_liar=True)
     if variant == "tpe-independent":
