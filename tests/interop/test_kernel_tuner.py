@@ -151,3 +151,32 @@ def test_entries_with_odd_fields_are_measured_imported_and_searched(tmp_path: Pa
     assert main(["search", "--target", f"replay:{path}", "--db", str(tmp_path / "s.db"),
                  "--budget", "4trials", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["trials"] == 4
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_a_space_mixing_kinds_of_values_survives_import_and_export(tmp_path: Path, fmt: str,
+                                                                   capsys) -> None:
+    """A parameter whose values are of several kinds (None, a string, numbers), as Kernel Tuner
+    spaces have: its cache imports, and a database's export of it imports into a fresh one."""
+    values = {"a": [None, "auto", 2, 4.5], "b": [1, 2]}
+    cache = {f"{a},{b}": {"a": a, "b": b, "time": 1.0 + i, "times": [1.0 + i]}
+             for i, (a, b) in enumerate((a, b) for a in values["a"] for b in values["b"])}
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps({"kernel_name": "mixed", "tune_params_keys": ["a", "b"],
+                                "tune_params": values, "cache": cache}))
+    imported, searched = tmp_path / "imported.db", tmp_path / "searched.db"
+    assert main(["db", "import", str(path), "--db", str(imported)]) == 0
+    assert "imported 8 trials" in capsys.readouterr().err
+    assert main(["search", "--target", f"replay:{path}", "--db", str(searched),
+                 "--budget", "8trials", "-q"]) == 0
+    for db in (imported, searched):
+        out = tmp_path / f"{db.stem}.{fmt}"
+        assert main(["db", "export", "--db", str(db), "-o", str(out)]) == 0
+        fresh = tmp_path / f"{db.stem}-copy.db"
+        assert main(["db", "import", str(out), "--db", str(fresh)]) == 0
+        assert main(["db", "import", str(out), "--db", str(fresh)]) == 0
+        capsys.readouterr()
+        with Database(db) as a, Database(fresh) as b:
+            (w,) = a.workloads()
+            assert b.measurements(w) == a.measurements(w)
+            assert b.space(w) is not None and b.space(w).size == 8

@@ -32,6 +32,7 @@ from tunex.db._records import (
     claim_owner,
 )
 from tunex.errors import DatabaseError
+from tunex.space import Space
 from tunex.trial import Config, Measurement, Status, Workload, canonical_json
 
 __all__ = ["CLAIM_LEASE_S", "EXPORT_FORMATS", "Claims", "Database", "Decision", "Trial",
@@ -52,7 +53,7 @@ _TAIL = (
     "ended_at",
 )
 # Extra keys of a JSON export: enough to rebuild the trial exactly on import.
-_FULL = ("config", "times_ms", "facts", "workload_spec", "recorded_at")
+_FULL = ("config", "times_ms", "facts", "workload_spec", "recorded_at", "workload_space")
 _RESERVED = frozenset(_HEAD + _TAIL + _FULL)
 
 class Database(Records):
@@ -105,10 +106,19 @@ class Database(Records):
 
     def _export(self, workload: Workload | None, kernel: str | None = None
                 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        rows = self._read("export", lambda conn: self._trial_rows(conn, workload, kernel=kernel))
+        def query(conn: Connection) -> tuple[list[Any], dict[int, str]]:
+            rows = self._trial_rows(conn, workload, kernel=kernel)
+            w = S.workloads.c
+            ids = {r.workload_id for r in rows}
+            spaces = {wid: doc for wid, doc in conn.execute(sa.select(w.id, w.space))
+                      if wid in ids and doc is not None}
+            return rows, spaces
+
+        rows, spaces = self._read("export", query)
         out = []
         for wl, group in _grouped(rows):
             spec = wl.to_dict()
+            space = spaces.get(group[0].workload_id)
             for r in group:
                 m = self._measurement(r)
                 row: dict[str, Any] = {
@@ -135,6 +145,8 @@ class Database(Records):
                     "workload_spec": spec,
                     "recorded_at": r.recorded_at,
                 }
+                if space is not None and r is group[0]:  # once: what an import checks against
+                    full["workload_space"] = json.loads(space)
                 out.append((row, full))
         return out
 
@@ -154,7 +166,9 @@ class Database(Records):
                 text, None as an empty cell), ``"json"`` (a list of objects) or ``"jsonl"``
                 (one object per line). The JSON objects hold the keys of :meth:`export_rows`
                 plus ``config``, ``times_ms``, ``facts``, ``workload_spec`` and ``recorded_at``,
-                so :meth:`import_trials` can rebuild every trial exactly. ``"parquet"``: the
+                so :meth:`import_trials` can rebuild every trial exactly; a workload's first
+                trial also holds ``workload_space``, its declared space (what an import into a
+                database that does not know it checks the trials against). ``"parquet"``: the
                 typed table of :func:`tunex.db.to_dataframe` (needs pyarrow). Default: from
                 the file's suffix, else csv. CSV and parquet write times as dates (UTC), the
                 JSON formats as seconds since the epoch.
@@ -199,7 +213,7 @@ class Database(Records):
         trials already in the database, in the order of the file; their ``strategy`` and
         ``recorded_at`` are kept. CSV exports cannot be imported: they lack the full workload.
         """
-        items = _read_export(path)
+        items, declared = _read_export(path)
         name = os.fspath(path) if isinstance(path, (str, os.PathLike)) else getattr(
             path, "name", "<file>")
 
@@ -211,14 +225,6 @@ class Database(Records):
             checks: dict[int, Callable[[Config], list[str]]] = {}
             for i, (workload, m, strategy, recorded_at) in enumerate(items, start=1):
                 wid = self._workload_id(conn, workload, new_ids)
-                if wid not in checks:
-                    checks[wid] = self._import_check(conn, wid, workload)
-                problems = checks[wid](m.config)
-                if problems:
-                    raise DatabaseError(
-                        f"{name}: record {i} does not belong to workload {workload.kernel} "
-                        f"{workload.problem}: {dict(m.config)} ({'; '.join(problems)}); nothing "
-                        "was imported. Fix or drop that record, or import into another --db")
                 if wid not in present:
                     next_number[wid] = self._next_number(conn, wid)
                     present[wid] = {
@@ -228,8 +234,16 @@ class Database(Records):
                         )
                     }
                 key = (m.config.key, m.started_at)
-                if key in present[wid]:
+                if key in present[wid]:  # already here: nothing to check or add
                     continue
+                if wid not in checks:
+                    checks[wid] = self._import_check(conn, wid, workload, declared.get(workload))
+                problems = checks[wid](m.config)
+                if problems:
+                    raise DatabaseError(
+                        f"{name}: record {i} does not belong to workload {workload.kernel} "
+                        f"{workload.problem}: {dict(m.config)} ({'; '.join(problems)}); nothing "
+                        "was imported. Fix or drop that record, or import into another --db")
                 present[wid].add(key)
                 rows.append(
                     {
@@ -245,21 +259,30 @@ class Database(Records):
 
         return self._write("import trials into", tx)
 
-    def _import_check(self, conn: Connection, wid: int, workload: Workload
-                      ) -> Callable[[Config], list[str]]:
+    def _import_check(self, conn: Connection, wid: int, workload: Workload,
+                      exported: Space | None = None) -> Callable[[Config], list[str]]:
         """How an imported config of ``workload`` is checked: against its declared space; else
-        against the space tunex's kernel registry gives it (then declared, in this
-        transaction); else for the same parameters, each of one kind of value, as the
-        workload's other trials (so nothing a feature encoding would choke on gets in)."""
+        against the space tunex's kernel registry gives it; else against the parameters'
+        domains in the space the export file declares for it (the trials it holds were
+        recorded there, some perhaps before a constraint was added); either space is then
+        declared, in this transaction. Else for the same parameters, each of one kind of
+        value, as the workload's other trials (so nothing a feature encoding would choke on
+        gets in)."""
         space = self._stored_space(conn, wid)
         if space is None:
             from tunex.kernel import known_space
 
             space = known_space(workload)
+            check = None
+            if space is None and exported is not None:
+                space = exported
+                check = Space(exported.params, name=exported.name).violations
             if space is not None:
                 doc = _space_json(space)
                 conn.execute(S.workloads.update().where(S.workloads.c.id == wid)
                              .values(space=doc))
+            if check is not None:
+                return check
         if space is not None:
             return space.violations
         t = S.trials.c
@@ -348,7 +371,9 @@ def _csv_cell(value: Any) -> Any:
 _Item = tuple[Workload, Measurement, "str | None", float]
 
 
-def _read_export(source: str | os.PathLike[str] | IO[str]) -> list[_Item]:
+def _read_export(source: str | os.PathLike[str] | IO[str]
+                 ) -> tuple[list[_Item], dict[Workload, Space]]:
+    """The trials of an export file, and the spaces it declares for their workloads."""
     if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
         try:
@@ -360,7 +385,7 @@ def _read_export(source: str | os.PathLike[str] | IO[str]) -> list[_Item]:
         text = source.read()
     start = text.lstrip()[:1]
     if not start:
-        return []
+        return [], {}
     try:
         if start == "[":
             records = json.loads(text)
@@ -374,15 +399,18 @@ def _read_export(source: str | os.PathLike[str] | IO[str]) -> list[_Item]:
             "cannot be imported: export with format='json' or 'jsonl'"
         ) from exc
     items = []
+    declared: dict[Workload, Space] = {}
     for i, rec in enumerate(records, start=1):
         try:
             items.append(_item_of(rec))
+            if rec.get("workload_space") is not None:
+                declared.setdefault(items[-1][0], Space.from_dict(rec["workload_space"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise DatabaseError(
                 f"{name}: record {i} is not a full tunex trial ({type(exc).__name__}: {exc}); "
                 "nothing was imported. Import a json/jsonl file written by Database.export"
             ) from exc
-    return items
+    return items, declared
 
 
 def _item_of(rec: Mapping[str, Any]) -> _Item:

@@ -32,7 +32,7 @@ from typing import Any
 
 from tunex.db import Database, Trial
 from tunex.db._database import MOMENTS
-from tunex.errors import TunexError
+from tunex.errors import SpaceError, TunexError
 from tunex.trial import Config, Measurement, Status, Workload
 
 __all__ = ["export_cache", "export_t4", "import_cache", "is_cache"]
@@ -100,7 +100,7 @@ def import_cache(db: Database, path: str | os.PathLike[str]) -> tuple[Workload, 
     bound = dict(target.space.bound)
     constants = {k: v for k, v in bound.items() if k in target.keys}
     base = Path(os.fspath(path)).stat().st_mtime
-    lines = []
+    lines: list[str] = []
     for i, entry in enumerate(target.entries.values()):
         config = Config({k: entry[k] for k in target.keys if k not in bound})
         m = target.measure(target.build(workload, config))
@@ -114,8 +114,14 @@ def import_cache(db: Database, path: str | os.PathLike[str]) -> tuple[Workload, 
         facts = {_SOURCE: {"fields": extra, "constants": constants, "keys": target.keys,
                            "timestamp": entry.get("timestamp")}}
         m = m.replace(facts=facts, worker=_SOURCE, started_at=started, ended_at=ended)
-        lines.append(json.dumps(_record(workload, m)))
-    n = db.import_trials(io.StringIO("\n".join(lines) + "\n"))
+        record = _record(workload, m)
+        if not lines:  # the recorded space: what the trials are checked against
+            with contextlib.suppress(SpaceError):
+                record["workload_space"] = target.space.to_dict()
+        lines.append(json.dumps(record))
+    source = io.StringIO("\n".join(lines) + "\n")
+    source.name = os.fspath(path)  # named in import_trials' errors
+    n = db.import_trials(source)
     return workload, n
 
 
