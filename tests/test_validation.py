@@ -55,10 +55,22 @@ def test_memory_database_is_in_memory(tmp_path, monkeypatch):
     (f"replay:{RECORDED}?seed=abc", "options are"),
     (f"replay:{RECORDED.parent}", "is a directory"),
     ("cpu?repeats=0", "repeats >= 1"),
+    (f"replay:{RECORDED}?noisy=maybe", "neither on nor off"),
+    (f"replay:{RECORDED}?noisy=2", "neither on nor off"),
+    (f"replay:{RECORDED}?noisy=", "neither on nor off"),
 ])
 def test_target_specs_that_cannot_work_name_what_to_write(spec, says):
     with pytest.raises(TargetError, match=says):
         make_target(spec)
+
+
+@pytest.mark.parametrize("value,noisy", [("off", False), ("0", False), ("false", False),
+                                         ("no", False), ("on", True), ("1", True),
+                                         ("true", True)])
+def test_a_replay_is_noisy_only_when_told_so(value, noisy):
+    """`noisy=off` once read as the non-empty string "off", that is as noisy: the search
+    then drew single repeats and spent trials re-measuring."""
+    assert make_target(f"replay:{RECORDED}?noisy={value}").noisy is noisy
 
 
 @pytest.mark.parametrize("extra,says", [

@@ -43,7 +43,8 @@ def _coerce(v: str) -> Any:
             return conv(v)
         except ValueError:
             pass
-    return {"true": True, "false": False, "yes": True, "no": False}.get(v.lower(), v)
+    return {"true": True, "false": False, "yes": True, "no": False, "on": True,
+            "off": False}.get(v.lower(), v)
 
 
 def target_class(spec: str) -> type[Target]:

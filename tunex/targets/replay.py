@@ -111,8 +111,13 @@ class ReplayTarget(Target):
     def __init__(self, path: str | Path, *, noisy: bool = False, seed: int | None = None,
                  definition: str | Path | None = None) -> None:
         self.path = Path(path)
+        if noisy not in (True, False) or not isinstance(noisy, (bool, int)):
+            # replay:PATH?noisy=off must not read as a non-empty string, that is: noisy
+            raise TargetError(f"replay option noisy={noisy!r} is neither on nor off: write "
+                              "noisy=1 (or true) for draws of recorded repeats, noisy=0 (or "
+                              "false) for the recorded mean")
         doc = load_recorded(self.path)
-        self.noisy = noisy
+        self.noisy = bool(noisy)
         self.rng = np.random.default_rng(seed)
         try:
             self.doc_meta = {k: v for k, v in doc.items() if k != "cache"}
