@@ -89,6 +89,15 @@ def test_search_arguments_that_would_run_nothing_are_errors(extra, says, tmp_pat
     assert not (tmp_path / "x.db").exists() or "--budget" in extra
 
 
+def test_a_shape_naming_a_size_twice_is_refused():
+    """`--shape M=4096,N=64,M=64` once tuned M=64 without a word about the first M."""
+    from tunex.cli import _shape
+
+    assert _shape("M=4,N=8,dtype=fp16") == {"M": 4, "N": 8, "dtype": "fp16"}
+    with pytest.raises(TunexError, match="gives M twice"):
+        _shape("M=4096,N=64, M=64")
+
+
 def test_ctrl_c_exits_130_and_keeps_every_finished_trial(tmp_path):
     db = tmp_path / "int.db"
     proc = subprocess.Popen(

@@ -22,6 +22,8 @@ def _shape(text: str | None) -> dict[str, Any]:
         key, sep, value = part.partition("=")
         if not sep:
             raise TunexError(f"cannot read shape {text!r}: use NAME=VALUE,... e.g. M=4096,N=4096")
+        if key.strip() in out:
+            raise TunexError(f"shape {text!r} gives {key.strip()} twice: give each size once")
         try:
             out[key.strip()] = int(value)
         except ValueError:
