@@ -76,6 +76,8 @@ def test_a_replay_is_noisy_only_when_told_so(value, noisy):
 @pytest.mark.parametrize("extra,says", [
     (["--batch", "-3"], "--batch -3"),
     (["--workers", "-1"], "--workers -1"),
+    (["--batch", "1000000000"], "give a number <= 4096"),  # the strategy proposes them at once
+    (["--workers", "100000"], "(processes, on this machine)"),
     (["--seed", "-1"], "--seed -1"),
     (["--budget", "0trials"], "allows no trial"),
     (["--shape", "M=4"], "drop the kernel and --shape"),

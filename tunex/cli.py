@@ -182,6 +182,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+_MAX_BATCH = 4096
+
+
 def _check_numbers(args: argparse.Namespace, workers_least: int,
                    more: tuple[tuple[str, Any, int], ...] = ()) -> None:
     """Worker counts, timeouts and ``more`` (flag, value, least) are in range, or one line."""
@@ -189,6 +192,14 @@ def _check_numbers(args: argparse.Namespace, workers_least: int,
                                ("--measure-workers", args.measure_workers, 1), *more):
         if value is not None and value < least:
             raise TunexError(f"{flag} {value} is not allowed: give a number >= {least}")
+    most = max(64, 16 * (os.cpu_count() or 1))  # processes started at once, on this machine
+    for flag, value, limit in (("--workers", args.workers, most),
+                               ("--measure-workers", args.measure_workers, most),
+                               ("--batch", getattr(args, "batch", None), _MAX_BATCH)):
+        if value is not None and value > limit:
+            raise TunexError(f"{flag} {value} is not allowed: give a number <= {limit} "
+                             + ("(processes, on this machine)" if flag != "--batch"
+                                else "(trials in flight; the strategy proposes them at once)"))
     for flag, seconds in (("--build-timeout", args.build_timeout),
                           ("--measure-timeout", args.measure_timeout)):
         if seconds is not None and not seconds > 0:

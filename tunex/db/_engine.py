@@ -111,8 +111,8 @@ class Store:
                 version = self._schema_state(conn)
             if version == 0 and not create:
                 raise DatabaseError(
-                    f"{self._shown} holds no tuning database yet: pass create=True to start one "
-                    "there, or pass the --db of an existing one"
+                    f"{self._shown} holds no tuning database yet: name an existing one with "
+                    "--db (`tunex search` starts one; from Python, Database(..., create=True))"
                 )
             if self.readonly:
                 if version < S.SCHEMA_VERSION:
@@ -427,8 +427,8 @@ def _check_sqlite_file(path: Path, create: bool) -> None:
     except FileNotFoundError:
         if not create:
             raise DatabaseError(
-                f"no tuning database at {path}: check the --db path, or pass create=True to "
-                "start a new one"
+                f"no tuning database at {path}: check the --db path (`tunex search` starts "
+                "one; from Python, Database(..., create=True))"
             ) from None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
