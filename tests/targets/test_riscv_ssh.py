@@ -97,8 +97,8 @@ def _target(sshd, **extra):
                        runner="qemu-riscv64 -cpu rv64,v=true,vlen=256", **{"timeout": 60, **extra})
 
 
-def test_a_board_over_ssh_runs_checks_and_times(sshd):
-    t = _target(sshd)
+def test_a_board_over_ssh_runs_checks_and_times(sshd, tmp_path):
+    t = _target(sshd, workdir=str(tmp_path))  # the board's own folder: this test's runs only
     _, wl = t.prepare("toy_axpy", {"N": 999})
     assert wl.target["device"] == "board:x60"
     m = t.measure(t.build(wl, Config(UNROLL=2, mode="ok")))
@@ -109,9 +109,7 @@ def test_a_board_over_ssh_runs_checks_and_times(sshd):
     assert wrong.status is Status.WRONG_RESULT
     crash = t.measure(t.build(wl, Config(UNROLL=1, mode="crash")))
     assert crash.status is Status.RUNTIME_ERROR
-    left = subprocess.run(["sh", "-c", "ls -d /tmp/tunex-board-* 2>/dev/null | wc -l"],
-                          capture_output=True, text=True).stdout.strip()
-    assert left == "0"  # every run cleaned its directory on the board
+    assert not list(tmp_path.glob("tunex-board-*"))  # every run cleaned its directory
 
 
 def test_an_unreachable_or_rebooting_board_is_a_recorded_failure(sshd):
@@ -142,8 +140,8 @@ def _on_board(marker: str) -> list[int]:
     return out
 
 
-def test_a_hung_kernel_does_not_keep_running_on_the_board(sshd):
-    t = _target(sshd, timeout=3)
+def test_a_hung_kernel_does_not_keep_running_on_the_board(sshd, tmp_path):
+    t = _target(sshd, timeout=3, workdir=str(tmp_path))
     _, wl = t.prepare("toy_axpy", {"N": 64})
     try:
         hung = t.measure(t.build(wl, Config(UNROLL=1, mode="hang")))
@@ -162,20 +160,23 @@ def _measure_in_own_group(t, art):
     t.measure(art)
 
 
-def test_a_kernel_left_hung_by_a_cancelled_measurement_is_ended_by_the_next(sshd):
+def test_a_kernel_left_hung_by_a_cancelled_measurement_is_ended_by_the_next(sshd, tmp_path):
     """The executor gives up on a hung kernel long before the board's own limit and kills the
     local ssh; the next measurement on the board must not run beside the hung kernel."""
     import multiprocessing as mp
 
-    t = _target(sshd, timeout=120)
+    t = _target(sshd, timeout=120, workdir=str(tmp_path))
     _, wl = t.prepare("toy_axpy", {"N": 64})
     hung_art = t.build(wl, Config(UNROLL=1, mode="hang"))
     ok_art = t.build(wl, Config(UNROLL=1, mode="ok"))
     proc = mp.get_context("fork").Process(target=_measure_in_own_group, args=(t, hung_art))
     try:
         proc.start()
+        # started: the board's shell names the kernel's group once it has started it (the
+        # shell itself runs in the run's directory a moment before, and dies with the ssh)
+        pid_file = Path(t.workdir) / "tunex-board.pid"
         end = time.monotonic() + 30
-        while not _on_board("tunex-board-") and time.monotonic() < end:
+        while not (pid_file.exists() and _on_board("tunex-board-")) and time.monotonic() < end:
             time.sleep(0.2)
         assert _on_board("tunex-board-"), "the hung kernel never started on the board"
         os.killpg(proc.pid, 9)  # as the executor kills a worker: with the ssh it started
@@ -184,9 +185,7 @@ def test_a_kernel_left_hung_by_a_cancelled_measurement_is_ended_by_the_next(sshd
         assert _on_board("tunex-board-"), "still spinning on the board before the next"
         assert t.measure(ok_art).ok
         assert not _on_board("tunex-board-")
-        left = subprocess.run(["sh", "-c", "ls -d /tmp/tunex-board-* 2>/dev/null | wc -l"],
-                              capture_output=True, text=True).stdout.strip()
-        assert left == "0"  # the hung run's directory went with it
+        assert not list(tmp_path.glob("tunex-board-*"))  # the hung run's directory went too
     finally:
         for pid in _on_board("tunex-board-"):
             os.kill(pid, 9)

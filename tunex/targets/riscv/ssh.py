@@ -114,14 +114,18 @@ class RiscvSSHTarget(CrossTarget):
         # in any case shortly after this side's limit
         limit = math.ceil(self.timeout) + 5
         pid = shlex.quote(f"{self.workdir.rstrip('/')}/tunex-board.pid")
-        script = (f"[ -s {pid} ] && read tx_g tx_d < {pid} && {{ kill -KILL -- -$tx_g; "
-                  f"case $tx_d in */tunex-board-*) rm -rf \"$tx_d\";; esac; }} 2>/dev/null; "
+        # (the group only while its leader still runs in that run's directory, where the
+        # board has /proc to tell: a group ended by the board's `timeout` may lend its id)
+        script = (f"[ -s {pid} ] && read tx_g tx_d < {pid} && case $tx_d in */tunex-board-*) "
+                  f"{{ [ ! -e /proc/$tx_g/cwd ] || [ \"$(readlink /proc/$tx_g/cwd)\" = "
+                  f"\"$tx_d\" ]; }} && kill -KILL -- -$tx_g; rm -rf \"$tx_d\";; esac "
+                  f"2>/dev/null; "
                   f"rm -f {pid}; "
                   f"mkdir -p {shlex.quote(remote)} && cd {shlex.quote(remote)} && tar xf - && "
                   f"tx_t=; timeout -s KILL 1 true 2>/dev/null && tx_t='timeout -s KILL {limit}'; "
                   f"tx_s=; command -v setsid >/dev/null && tx_s=setsid; "
                   f"$tx_s $tx_t {self.runner} ./kernel.bin {run} & tx_p=$!; "
-                  f"[ -n \"$tx_s\" ] && echo \"$tx_p $PWD\" > {pid}; "
+                  f"[ -n \"$tx_s\" ] && echo \"$tx_p $(pwd -P)\" > {pid}; "
                   f"wait $tx_p; tx_r=$?; rm -f {pid}; echo tx_rc=$tx_r")
         try:
             done = self._ssh(script, buf.getvalue())
