@@ -21,7 +21,7 @@ from tunex.db.packs import (
     resolve,
     target_arch,
 )
-from tunex.errors import PackError
+from tunex.errors import PackError, TunexError
 from tunex.trial import Config, Measurement, Status, Workload
 
 H200 = {"device": "NVIDIA H200", "arch": "sm_90", "triton": "3.6.0"}
@@ -391,3 +391,20 @@ def test_signing_keys_are_never_overwritten_and_bad_keys_are_named(tmp_path, key
         trusted_keys([bad])
     with pytest.raises(PackError, match="cannot read trusted key"):
         trusted_keys([tmp_path / "missing.pub"])
+
+
+def test_a_pack_config_of_another_value_type_is_refused(pack_path: Path, tmp_path: Path) -> None:
+    """BLOCK=128.0 passes for 128 in Python: imported, it became a second trial of the same
+    point (another database key), and a decorated kernel would launch a float block size."""
+    from tunex.space import Choice, Space
+
+    rewrite(pack_path, lambda doc: doc["entries"][0]["config"].update(BLOCK=128.0),
+            fix_checksum=True)
+    space = Space([Choice("BLOCK", [64, 128, 256]), Choice("num_warps", [4])])
+    entry = load_pack(pack_path).entries[0]
+    assert entry.config["BLOCK"] == 128.0 and entry.config not in space
+    with Database(tmp_path / "dst.db") as dst:
+        dst.declare_space(entry.workload, space)
+        with pytest.raises(TunexError, match="is a float; the space's value is 128"):
+            import_pack(dst, pack_path)
+        assert dst.count(entry.workload) == 0

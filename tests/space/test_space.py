@@ -195,3 +195,19 @@ def test_an_invalid_default_moves_to_the_nearest_valid_point() -> None:
     assert s.bind(rvv=1, M=8).default() == Config(style="rvv", tile=6)
     assert s.bind(rvv=0, M=8).default() == Config(style="vec", tile=6)  # one change, tile kept
     assert s.bind(rvv=0, M=2).default() == Config(style="vec", tile=1)  # two changes
+
+
+def test_a_value_of_another_type_is_not_a_point_of_the_space() -> None:
+    """4.0 and True equal 4 and 1 in Python, but a config holding them is another config
+    (another database key) and another launch (a float block size does not compile)."""
+    s = Space([Choice("num_warps", [1, 2, 4]), Pow2("BLOCK", 16, 64)])
+    assert {"num_warps": 4, "BLOCK": 16} in s
+    for bad in ({"num_warps": 4.0, "BLOCK": 16}, {"num_warps": True, "BLOCK": 16},
+                {"num_warps": 4, "BLOCK": 16.0}):
+        assert bad not in s
+        with pytest.raises(ConfigError, match="write"):
+            s.validate(bad)
+    assert "num_warps=4.0 is a float; the space's value is 4 (int)" in \
+        s.violations({"num_warps": 4.0, "BLOCK": 16})[0]
+    assert Config(num_warps=np.int64(4), BLOCK=16) in s  # numpy scalars are plain ints
+    assert 2 in Choice("x", np.arange(4)) and 2.0 not in Choice("x", np.arange(4))

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tunex.errors import SpaceError
+from tunex.trial import canonical_json
 
 __all__ = ["Bool", "Choice", "Int", "Param", "Permutation", "Pow2"]
 
@@ -53,17 +54,29 @@ class Param:
         """Number of numeric features :meth:`encode` produces."""
         return 1
 
-    def index(self, value: Any) -> int:
+    def _find(self, value: Any) -> int | None:
+        """The position of ``value``, which must be the domain's value as a config holds it:
+        ``4.0`` or ``True`` equal ``4`` and ``1`` in Python, but are other configs (another
+        database key) and other kernel arguments (a float block size does not compile)."""
         try:
-            return self._index[value]
-        except (KeyError, TypeError):
-            raise SpaceError(f"{value!r} is not a value of {self.name!r} {self.values!r}") from None
+            i = self._index.get(value)
+        except TypeError:
+            return None
+        if i is None:
+            return None
+        v = self.values[i]
+        if type(v) is not type(value) and canonical_json(v) != canonical_json(value):
+            return None
+        return i
+
+    def index(self, value: Any) -> int:
+        i = self._find(value)
+        if i is None:
+            raise SpaceError(f"{value!r} is not a value of {self.name!r} {self.values!r}")
+        return i
 
     def __contains__(self, value: object) -> bool:
-        try:
-            return value in self._index
-        except TypeError:
-            return False
+        return self._find(value) is not None
 
     def encode(self, value: Any) -> list[float]:
         return [float(value)]

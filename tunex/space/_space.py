@@ -392,8 +392,13 @@ class Space:
         if problems:
             return problems
         for p in self.params:
-            if config[p.name] not in p:
-                problems.append(f"{p.name}={config[p.name]!r} is not one of {list(p.values)}")
+            v = config[p.name]
+            if v not in p:
+                twin = next((d for d in p.values if _equal(d, v)), None)
+                problems.append(
+                    f"{p.name}={v!r} is not one of {list(p.values)}" if twin is None else
+                    f"{p.name}={v!r} is a {type(v).__name__}; the space's value is "
+                    f"{twin!r} ({type(twin).__name__}): write {twin!r}")
         if problems:
             return problems
         env = {**self.bound, **config}
@@ -547,6 +552,13 @@ class Space:
     def __repr__(self) -> str:
         return (f"Space({self.name!r}, params={list(self.names)}, "
                 f"constraints={len(self.constraints)}, raw_size={self.raw_size})")
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # an odd value's comparison: not equal
+        return False
 
 
 def _eval_values(text: str) -> list[Any]:
