@@ -31,6 +31,19 @@ def test_budget_parse_errors(text):
         Budget.parse(text)
 
 
+@pytest.mark.parametrize("kwargs", [
+    {"trials": 0}, {"trials": -3}, {"trials": 2.5}, {"trials": True}, {"trials": "5"},
+    {"seconds": -1}, {"seconds": 0}, {"seconds": float("nan")}, {"seconds": "2h"},
+])
+def test_a_budget_built_directly_is_checked_as_a_parsed_one(kwargs):
+    """Budget(trials=-3) ran no trial and reported "trial budget"; Budget("2h") crashed the
+    search with a TypeError; Budget(seconds=nan) was no limit at all."""
+    with pytest.raises(BudgetError, match="Budget"):
+        Budget(**kwargs)
+    assert Budget(seconds=90, trials=5) == Budget.parse("90s,5trials")
+    assert Budget() == Budget(None, None)  # no limit, as documented
+
+
 class FlakyTarget(Target):
     """A toy target where some configs fail to build, some crash, and the rest are timed."""
 

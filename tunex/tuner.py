@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import re
 import sys
 import threading
@@ -44,6 +45,19 @@ class Budget:
 
     seconds: float | None = None
     trials: int | None = None
+
+    def __post_init__(self) -> None:
+        s, t = self.seconds, self.trials
+        if s is not None and (isinstance(s, bool) or not isinstance(s, numbers.Real)
+                              or not s > 0):
+            raise BudgetError(f"Budget(seconds={s!r}): give a number of seconds > 0, or None "
+                              "for no time limit (or Budget.parse('2h'))")
+        if t is not None and (isinstance(t, bool) or not isinstance(t, numbers.Integral)
+                              or t < 1):
+            raise BudgetError(f"Budget(trials={t!r}): give a whole number of trials >= 1, or "
+                              "None for no trial limit (or Budget.parse('500trials'))")
+        object.__setattr__(self, "seconds", None if s is None else float(s))
+        object.__setattr__(self, "trials", None if t is None else int(t))
 
     @classmethod
     def parse(cls, text: str) -> Budget:
