@@ -73,6 +73,23 @@ def toy_space() -> Space:
     return Space([Int("a", 0, 9), Int("b", 0, 4)])
 
 
+@pytest.mark.parametrize("kwargs", [
+    {"patience": 0}, {"patience": -1}, {"patience": 2.5}, {"batch": -1}, {"batch": 0},
+    {"batch": "4"}, {"remeasure": -1}, {"remeasure": None},
+])
+def test_nonsense_loop_settings_are_refused(kwargs):
+    """patience=0 or batch=-1 ran no trial at all, and the result said 'no improvement in 0
+    trials' or 'trial budget'; remeasure=-1 measured a trial past the budget."""
+    from tunex import ConfigError
+
+    target = FlakyTarget()
+    with pytest.raises(ConfigError, match=f"Tuner {next(iter(kwargs))}="):
+        Tuner(target, toy_space(), workload=Workload("toy"), budget="5trials", **kwargs)
+    result = Tuner(target, toy_space(), workload=Workload("toy"), budget="5trials",
+                   strategy="random", patience=None, batch=None, remeasure=0).run()
+    assert result.new_trials == 5
+
+
 def test_failures_are_recorded_and_search_goes_on(tmp_path):
     target = FlakyTarget()
     w = Workload("toy", problem={"n": 1}, target=target.fingerprint())

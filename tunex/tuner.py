@@ -148,6 +148,12 @@ class Tuner:
                  remeasure: int = 4, transfer: bool = True, first: Sequence[Config] = (),
                  on_trial: Callable[[Measurement, int], None] | None = None,
                  progress: bool = False, started: float | None = None) -> None:
+        for what, value, least in (("patience", patience, 1), ("batch", batch, 1),
+                                   ("remeasure", remeasure, 0)):
+            if (value is not None or what == "remeasure") and (
+                    isinstance(value, bool) or not isinstance(value, int) or value < least):
+                raise ConfigError(f"Tuner {what}={value!r}: give a whole number >= {least}"
+                                  + ("" if what == "remeasure" else ", or None"))
         self.target = target
         self.space = space
         if workload is None:
