@@ -155,3 +155,12 @@ def test_a_seed_beyond_32_bits_is_taken_by_every_strategy(spec):
         return out
 
     assert len(run()) == 4 and run() == run()
+
+
+@pytest.mark.parametrize("spec", ["random", "exhaustive", "model", "optuna:tpe"])
+@pytest.mark.parametrize("seed", [-1, 1.5, "a", True])
+def test_a_seed_numpy_cannot_take_is_a_strategy_error(spec, seed):
+    """seed=-1 crashed with NumPy's bare 'expected non-negative integer' (Tuner, decorator)."""
+    with pytest.raises(StrategyError, match="is not a seed"):
+        get_strategy(spec, space(), seed=seed)
+    assert get_strategy(spec, space(), seed=2**40).seed == 2**40

@@ -132,6 +132,9 @@ class AutotuneOptions:
                                           or self.patience < 1):
             raise ConfigError(f"@tunex.autotune patience={self.patience!r}: give a number of "
                               "trials >= 1, or None")
+        from tunex.search._base import check_seed
+
+        check_seed(self.seed, "@tunex.autotune")
         if self.cache_results:
             log.info("@tunex.autotune cache_results=True: tunex always keeps its results, in "
                      "the tuning database (db= or TUNEX_DB)")

@@ -42,6 +42,7 @@ class SearchStrategy(abc.ABC):
     name = "strategy"
 
     def __init__(self, space: Space, *, seed: int | None = None) -> None:
+        check_seed(seed, f"strategy {self.name!r}")
         self.space = space
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -115,6 +116,15 @@ DEFAULT_STRATEGY = "model"
 def register_strategy(name: str, cls: str | type[SearchStrategy]) -> None:
     """Make a strategy available by name (a class, or ``"module:Class"`` imported on use)."""
     _REGISTRY[name] = cls
+
+
+def check_seed(seed: Any, who: str) -> None:
+    """Refuse a seed NumPy cannot take (a negative number, a float, a string) when it is given,
+    not as a traceback from deep inside the first search."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or seed < 0):
+        raise StrategyError(f"{who}: seed={seed!r} is not a seed; give a whole number >= 0, or "
+                            "None for a random one")
 
 
 def available_strategies() -> list[str]:
