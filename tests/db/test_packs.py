@@ -408,3 +408,20 @@ def test_a_pack_config_of_another_value_type_is_refused(pack_path: Path, tmp_pat
         with pytest.raises(TunexError, match="is a float; the space's value is 128"):
             import_pack(dst, pack_path)
         assert dst.count(entry.workload) == 0
+
+
+def test_one_trusted_key_may_be_given_as_a_path(db, tmp_path, keys) -> None:
+    """trusted="pub.pub" was read letter by letter ("cannot read trusted key p"), a Path
+    crashed with a TypeError, and trusted="." trusted every *.pub of the current folder."""
+    from tunex.db.packs import load_pack, trusted_keys
+
+    publisher, forger = keys
+    path = tmp_path / "signed.json"
+    pack = export_pack(db, path, name="lib", version="1", sign_with=publisher)
+    for one in (f"{publisher}.pub", Path(f"{publisher}.pub"), str(publisher.parent)):
+        assert load_pack(path, trusted=one).signer == pack.signer
+        assert set(trusted_keys(one)) == {pack.signer}
+    with pytest.raises(PackError, match="not among the trusted keys"):
+        load_pack(path, trusted=f"{forger}.pub")
+    with Database(tmp_path / "dst.db") as dst:
+        assert import_pack(dst, path, trusted=Path(f"{publisher}.pub")) == 3

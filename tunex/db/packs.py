@@ -635,16 +635,18 @@ def sign_pack(pack: Pack, key_path: str | os.PathLike[str]) -> Pack:
     return dataclasses.replace(pack, signature=block)
 
 
-def trusted_keys(sources: Iterable[str | os.PathLike[str]] | None = None
+def trusted_keys(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None = None
                  ) -> dict[str, bytes] | None:
     """The public keys a loader trusts, by key id: from ``sources`` (``.pub`` files, folders of
-    them, or ``ed25519 <base64>`` lines), else from ``$TUNEX_TRUSTED_KEYS``; None where neither
-    names any (then unsigned packs load)."""
+    them, or ``ed25519 <base64>`` lines; one of them, or several), else from
+    ``$TUNEX_TRUSTED_KEYS``; None where neither names any (then unsigned packs load)."""
     if sources is None:
         env = os.environ.get(TRUSTED_KEYS_ENV, "").strip()
         if not env:
             return None
         sources = [p for p in env.split(os.pathsep) if p.strip()]
+    elif isinstance(sources, (str, os.PathLike)):  # one key file or folder, not its letters
+        sources = [sources]
     import base64
     import binascii
 
@@ -692,8 +694,8 @@ def _check_kernels(pack: Pack, kernel_hashes: Mapping[str, str]) -> None:
 
 def load_pack(path: str | os.PathLike[str],
               kernel_hashes: Mapping[str, str] | None = None, *,
-              trusted: Iterable[str | os.PathLike[str]] | Mapping[str, bytes] | None = None
-              ) -> Pack:
+              trusted: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]
+              | Mapping[str, bytes] | None = None) -> Pack:
     """Read and verify a pack; raise :class:`~tunex.errors.PackError` if it is unusable.
 
     Refused, with a message saying what to do: a file that cannot be read or is not JSON, a
@@ -795,8 +797,8 @@ def export_pack(db: Any, path: str | os.PathLike[str], *, kernel: str | None = N
 
 def import_pack(db: Any, path: str | os.PathLike[str],
                 kernel_hashes: Mapping[str, str] | None = None, *,
-                trusted: Iterable[str | os.PathLike[str]] | Mapping[str, bytes] | None = None
-                ) -> int:
+                trusted: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]
+                | Mapping[str, bytes] | None = None) -> int:
     """Verify a pack and add its entries to ``db`` as trials; return how many were new.
 
     All or nothing: the pack is verified whole first (see :func:`load_pack`), then written in
