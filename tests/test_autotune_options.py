@@ -32,3 +32,12 @@ def test_a_seed_numpy_cannot_take_is_refused_at_decoration(seed):
     with pytest.raises(StrategyError, match=r"@tunex\.autotune: seed="):
         decorate(seed=seed)
     assert decorate(seed=None).seed is None
+
+
+@pytest.mark.parametrize("strategy", ["rnadom", "optuna-tpe", None, ""])
+def test_an_unknown_strategy_is_refused_at_decoration(strategy):
+    """strategy='rnadom' was accepted, and the first call that missed raised from inside the
+    kernel launch (with mode='on_miss', on the GPU)."""
+    with pytest.raises(StrategyError, match="unknown search strategy"):
+        decorate(strategy=strategy, mode="on_miss")
+    assert decorate(strategy="optuna:tpe").strategy == "optuna:tpe"

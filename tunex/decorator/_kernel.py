@@ -20,9 +20,10 @@ from tunex.decorator._options import AutotuneOptions
 from tunex.decorator._resolve import ResolutionMixin
 from tunex.decorator._target import LAUNCH_OPTIONS
 from tunex.decorator._tune import TuningMixin
-from tunex.errors import ConfigError
+from tunex.errors import ConfigError, StrategyError
 from tunex.identity import base_function as _base_function
 from tunex.identity import source_hash
+from tunex.search import available_strategies
 from tunex.space import Space
 from tunex.trial import Config
 
@@ -73,6 +74,11 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
         self.mode = mode
         self.budget = budget if isinstance(budget, Budget) else Budget.parse(budget)
         self.strategy = o.strategy
+        if not isinstance(self.strategy, str) or \
+                self.strategy.partition(":")[0] not in available_strategies():
+            raise StrategyError(f"@tunex.autotune strategy={self.strategy!r}: unknown search "
+                                f"strategy; choose one of {available_strategies()} (e.g. "
+                                "'model', 'random', 'optuna:tpe')")
         self.db_spec = o.db
         self.listener = o.listener
         self.dtypes = o.dtypes
