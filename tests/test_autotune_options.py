@@ -41,3 +41,18 @@ def test_an_unknown_strategy_is_refused_at_decoration(strategy):
     with pytest.raises(StrategyError, match="unknown search strategy"):
         decorate(strategy=strategy, mode="on_miss")
     assert decorate(strategy="optuna:tpe").strategy == "optuna:tpe"
+
+
+@pytest.mark.parametrize("default", [{"BLOCK": 48}, {"BLOK": 32}, {}, {"BLOCK": 32, "XBLOCK": 8},
+                                     {"BLOCK": 32.0}, "BLOCK=32", 5])
+def test_a_default_outside_the_space_is_refused_at_decoration(default):
+    """default={"BLOCK": 48} or {"BLOK": 32} was accepted: mode 'never' launched it as is (a
+    block size that does not compile, an argument the kernel does not take) and tuning on a
+    miss silently skipped it; a string crashed with a ValueError."""
+    from tunex.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="default="):
+        decorate(default=default)
+    assert decorate(default={"BLOCK": 64})._default["BLOCK"] == 64
+    tc = decorate(default=triton.Config({"BLOCK": 64}, num_warps=2))._default  # launch options
+    assert tc["BLOCK"] == 64 and tc["num_warps"] == 2

@@ -114,8 +114,14 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
                     "rename them to match the kernel's signature")
             self._default = None
         if default is not None:
-            self._default = Config(_tconfig_dict(default) if hasattr(default, "kwargs")
-                                   else dict(default))
+            try:
+                self._default = Config(_tconfig_dict(default) if hasattr(default, "kwargs")
+                                       else dict(default))
+            except (TypeError, ValueError):
+                raise ConfigError(f"{self.name}: default={default!r} is not a config: give a "
+                                  "mapping of parameter to value or a triton.Config") from None
+            if space is not None:
+                self._check_default(self._default, space)
 
         # keys
         if isinstance(key, Mapping):
@@ -157,6 +163,19 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
         self.last: R.Selection | None = None
         self.best_config: Any = None
         R.register(self)
+
+    def _check_default(self, default: Config, space: Space) -> None:
+        """The default of a ``space=`` kernel names each parameter with one of its values
+        (its constraints may read problem sizes, checked once they are known)."""
+        problems = [f"it lacks {n!r}" for n in space.names if n not in default]
+        problems += [f"{k!r} is neither a space parameter {list(space.names)} nor a launch "
+                     "option" for k in default if k not in space.names and k not in LAUNCH_OPTIONS]
+        problems += [f"{k}={default[k]!r} is not one of {list(space.param(k).values)}"
+                     for k in space.names if k in default and default[k] not in space.param(k)]
+        if problems:
+            raise ConfigError(f"{self.name}: default={dict(default)} is not a config of the "
+                              f"space ({'; '.join(problems)}): it would be launched as is where "
+                              "nothing better is known; give one of the space's points")
 
     # -- launching -----------------------------------------------------------------------------
 
