@@ -211,3 +211,24 @@ def test_a_value_of_another_type_is_not_a_point_of_the_space() -> None:
         s.violations({"num_warps": 4.0, "BLOCK": 16})[0]
     assert Config(num_warps=np.int64(4), BLOCK=16) in s  # numpy scalars are plain ints
     assert 2 in Choice("x", np.arange(4)) and 2.0 not in Choice("x", np.arange(4))
+
+
+@pytest.mark.parametrize("declare, says", [
+    (lambda: Int("x", 1.5, 3), "low=1.5 is not a whole number"),
+    (lambda: Int("x", "1", "3"), "low='1' is not a whole number"),
+    (lambda: Int("x", 1, 8, 0.5), "step=0.5 is not a whole number"),
+    (lambda: Pow2("x", 1.0, 4), "low=1.0 is not a whole number"),
+    (lambda: Pow2("x", None, 4), "low=None is not a whole number"),
+    (lambda: Int("x", 0, 10**12), "1,000,000,000,001 values"),
+    (lambda: Choice("x", [float("nan"), 1.0]), "NaN"),
+    (lambda: Space([("BLOCK", [32, 64])]), "is not a parameter"),
+    (lambda: Space(["BLOCK"]), "is not a parameter"),
+])
+def test_a_careless_declaration_is_a_space_error(declare, says):
+    """These raised TypeError or AttributeError from inside tunex, Int(0, 10**12) tried to
+    hold 10^12 values, and a NaN value was accepted though a config holding it (NaN equals
+    nothing) could never be found again, e.g. read back from the database."""
+    with pytest.raises(SpaceError, match=says):
+        declare()
+    assert Int("x", np.int64(1), 4).values == (1, 2, 3, 4)
+    assert Pow2("x", np.int32(2), 8).values == (2, 4, 8)

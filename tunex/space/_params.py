@@ -42,6 +42,10 @@ class Param:
                              f"({vals!r}): use numbers, strings, bools or tuples") from None
         if distinct != len(vals):
             raise SpaceError(f"parameter {name!r} lists a value twice: {vals!r}")
+        if any(isinstance(v, float) and math.isnan(v) for v in vals):
+            raise SpaceError(f"parameter {name!r} has a NaN value: NaN equals nothing, not even "
+                             "itself, so a config holding it is never found again; use a string "
+                             "or None for 'no value'")
         self.name = name
         self.values = vals
         self._index = {v: i for i, v in enumerate(vals)}
@@ -96,22 +100,42 @@ class Param:
         return f"{type(self).__name__}({self.name!r}, {self.values!r})"
 
 
+#: Most values an :class:`Int` range may hold (each value is kept, and counted over).
+MAX_VALUES = 1_000_000
+
+
+def _integers(name: str, **values: Any) -> None:
+    for what, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise SpaceError(f"parameter {name!r}: {what}={v!r} is not a whole number; an "
+                             "Int or Pow2 takes integers (a Choice takes any values)")
+
+
 class Int(Param):
     """Integers ``low, low+step, ..., <= high``."""
 
     def __init__(self, name: str, low: int, high: int, step: int = 1, *,
                  default: int | None = None) -> None:
+        _integers(name, low=low, high=high, step=step)
+        low, high, step = int(low), int(high), int(step)
         if step <= 0:
             raise SpaceError(f"parameter {name!r}: step must be positive, got {step}")
         if high < low:
             raise SpaceError(f"parameter {name!r}: empty range {low}..{high}; swap the bounds?")
-        super().__init__(name, range(low, high + 1, step), default=default)
+        values = range(low, high + 1, step)
+        if len(values) > MAX_VALUES:
+            raise SpaceError(f"parameter {name!r}: {low}..{high} step {step} has {len(values):,} "
+                             f"values, more than {MAX_VALUES:,}; a larger step, or a Pow2, "
+                             "keeps the values worth trying")
+        super().__init__(name, values, default=default)
 
 
 class Pow2(Param):
     """Powers of two from ``low`` to ``high`` inclusive (both powers of two)."""
 
     def __init__(self, name: str, low: int, high: int, *, default: int | None = None) -> None:
+        _integers(name, low=low, high=high)
+        low, high = int(low), int(high)
         for b in (low, high):
             if b < 1 or b & (b - 1):
                 raise SpaceError(f"parameter {name!r}: bound {b} is not a power of two")

@@ -94,6 +94,10 @@ class Space:
                  name: str = "space") -> None:
         self.name = name
         self.params: tuple[Param, ...] = tuple(params)
+        odd = [p for p in self.params if not isinstance(p, Param)]
+        if odd:
+            raise SpaceError(f"{name}: {odd[0]!r} is not a parameter: give Int, Pow2, Choice, "
+                             "Bool or Permutation objects, e.g. Choice('num_warps', [2, 4, 8])")
         if not self.params:
             raise SpaceError(f"{name}: a space needs at least one parameter")
         self.names = tuple(p.name for p in self.params)
