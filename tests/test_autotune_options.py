@@ -56,3 +56,18 @@ def test_a_default_outside_the_space_is_refused_at_decoration(default):
     assert decorate(default={"BLOCK": 64})._default["BLOCK"] == 64
     tc = decorate(default=triton.Config({"BLOCK": 64}, num_warps=2))._default  # launch options
     assert tc["BLOCK"] == 64 and tc["num_warps"] == 2
+
+
+@pytest.mark.parametrize("options", [
+    {"space": {"BLOCK": [32, 64]}}, {"space": [Pow2("BLOCK", 32, 64)]},
+    {"space": None, "configs": [{"BLOCK": 32}]}, {"space": None, "configs": ["BLOCK=32"]},
+    {"space": None, "configs": triton.Config({"BLOCK": 32})},
+])
+def test_a_space_or_config_list_of_the_wrong_kind_is_a_config_error(options):
+    """These raised AttributeError ('dict' object has no attribute 'names' / 'kwargs') or a
+    TypeError from inside the decorator."""
+    from tunex.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="takes a"):
+        decorate(**options)
+    assert decorate(space=None, configs=(triton.Config({"BLOCK": 32}),)).space.size == 1

@@ -95,6 +95,10 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
         self._tconfigs: dict[Config, Any] = {}
         self._default: Config | None
         if configs is not None:
+            if not isinstance(configs, (list, tuple)) or not all(
+                    hasattr(c, "kwargs") and hasattr(c, "num_warps") for c in configs):
+                raise ConfigError(f"{self.name}: configs= takes a list of triton.Config, got "
+                                  f"{configs!r}; for a space of parameters pass space=Space(...)")
             if not configs:
                 raise ConfigError(f"{self.name}: configs=[] is empty: give at least one "
                                   "triton.Config")
@@ -103,7 +107,9 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
             self._default = next(c for c, tc in self._tconfigs.items() if tc is configs[0]) \
                 if "config" in self.space.names else first
         else:
-            assert space is not None
+            if not isinstance(space, Space):
+                raise ConfigError(f"{self.name}: space= takes a tunex.Space, got {space!r}; "
+                                  "e.g. space=Space([Pow2('BLOCK', 64, 1024)])")
             self.space = space
             allowed = set(self.arg_names) | set(LAUNCH_OPTIONS)
             unknown = [n for n in space.names if n not in allowed]
