@@ -71,3 +71,25 @@ def test_a_space_or_config_list_of_the_wrong_kind_is_a_config_error(options):
     with pytest.raises(ConfigError, match="takes a"):
         decorate(**options)
     assert decorate(space=None, configs=(triton.Config({"BLOCK": 32}),)).space.size == 1
+
+
+@pytest.mark.parametrize("options, says", [
+    ({"key": None}, "key=None: give the names"),
+    ({"key": 5}, "key=5: give the names"),
+    ({"key": ["n", "n"]}, "names n twice"),
+    ({"warmup": "10"}, "warmup='10': give milliseconds"),
+    ({"rep": float("inf")}, "rep=inf: give milliseconds"),
+    ({"dtypes": "no"}, "dtypes='no': give True or False"),
+    ({"use_cuda_graph": "false"}, "use_cuda_graph='false': give True or False"),
+    ({"name": 5}, "name=5: give the kernel's name"),
+    ({"name": " "}, "name=' ': give the kernel's name"),
+    ({"space": Space([Pow2("BLOCK", 32, 128), Pow2("n", 32, 64)])}, r"\['n'\] both select"),
+])
+def test_options_of_the_wrong_kind_are_refused_at_decoration(options, says):
+    """Each once passed decoration: `dtypes="no"` and `use_cuda_graph="false"` read as true,
+    `warmup="10"` failed at the first timing, `key=None` with a TypeError from inside."""
+    from tunex.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=says):
+        decorate(**options)
+    assert decorate(key="n").key_names == ["n"]  # one name is a key too

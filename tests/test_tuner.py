@@ -90,6 +90,22 @@ def test_nonsense_loop_settings_are_refused(kwargs):
     assert result.new_trials == 5
 
 
+@pytest.mark.parametrize("kwargs, says", [
+    ({"db": "x.db"}, "Tuner db='x.db': give a tunex.db.Database"),
+    ({"strategy": None}, "strategy None: give a strategy's name"),
+    ({"first": [{"a": 1, "b": 0}]}, "Tuner first=.*give tunex.trial.Config"),
+])
+def test_api_arguments_of_the_wrong_kind_say_what_to_give(kwargs, says):
+    """Each once failed deep inside with an AttributeError or TypeError."""
+    from tunex.errors import TunexError
+    from tunex.targets import make_target
+
+    with pytest.raises(TunexError, match=says):
+        Tuner(FlakyTarget(), toy_space(), workload=Workload("toy"), **kwargs)
+    with pytest.raises(TunexError, match="give a target's spec"):
+        make_target(None)  # type: ignore[arg-type]
+
+
 def test_failures_are_recorded_and_search_goes_on(tmp_path):
     target = FlakyTarget()
     w = Workload("toy", problem={"n": 1}, target=target.fingerprint())

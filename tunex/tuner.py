@@ -162,9 +162,18 @@ class Tuner:
                 raise TypeError("pass workload=...: this target does not name its workload")
             workload = make()
         self.workload = workload
+        if db is not None and not isinstance(db, Database):
+            raise ConfigError(f"Tuner db={db!r}: give a tunex.db.Database (e.g. "
+                              "Database('tunex.db'), closed by the caller), or None for one "
+                              "in memory")
         self.db = db if db is not None else Database("sqlite://")
         self.strategy = (strategy if isinstance(strategy, SearchStrategy)
                          else get_strategy(strategy, space, seed=seed))
+        first = list(first)
+        bad = [c for c in first if not isinstance(c, Config)]
+        if bad:  # (configs outside this workload's space, a sibling's, are left out below)
+            raise ConfigError(f"Tuner first={bad[:3]!r}: give tunex.trial.Config objects "
+                              "(e.g. space.default(), Config({'BLOCK': 64}))")
         self.budget = budget if isinstance(budget, Budget) else Budget.parse(budget)
         self.executor = executor or InlineExecutor(target)
         if self.executor.target is not target:

@@ -142,6 +142,11 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
             if n not in self.arg_names:
                 raise ConfigError(f"{self.name}: key {n!r} is not an argument of the kernel "
                                   f"{self.arg_names}")
+        tuned = [n for n in self.key_names if n in self.space.names]
+        if tuned:  # the caller passes it, and the config would pass it again
+            raise ConfigError(f"{self.name}: {tuned} both select the config (key) and are "
+                              "tuned (space parameters): the call gives them, so they cannot "
+                              "be tuned; drop them from one of the two")
         sig = inspect.signature(self.base_fn)
         self._defaults = {p.name: p.default for p in sig.parameters.values()
                           if p.default is not inspect.Parameter.empty}

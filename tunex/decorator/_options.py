@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -121,8 +123,27 @@ class AutotuneOptions:
 
     def __post_init__(self) -> None:
         for n, v in (("warmup", self.warmup), ("rep", self.rep)):
-            if v is not None and not v > 0:
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real)
+                                  or not 0 < v < math.inf):
                 raise ConfigError(f"@tunex.autotune {n}={v!r}: give milliseconds > 0")
+        for n, v in (("use_cuda_graph", self.use_cuda_graph), ("dtypes", self.dtypes),
+                     ("cache_results", self.cache_results)):
+            if not isinstance(v, bool):  # "false" would read as true
+                raise ConfigError(f"@tunex.autotune {n}={v!r}: give True or False")
+        if self.name is not None and not (isinstance(self.name, str) and self.name.strip()
+                                          and self.name.isprintable()):
+            raise ConfigError(f"@tunex.autotune name={self.name!r}: give the kernel's name "
+                              "in workloads as text (default: the function's name)")
+        key = self.key
+        names = [key] if isinstance(key, str) else (
+            list(key) if isinstance(key, (Mapping, list, tuple)) else None)
+        if names is None or not all(isinstance(k, str) for k in names):
+            raise ConfigError(f"@tunex.autotune key={key!r}: give the names of the arguments "
+                              "that select the config, a list (key=['M', 'N']) or a mapping "
+                              "to buckets (key={'M': 'pow2'}); key=[] for one config for all")
+        twice = sorted({k for k in names if names.count(k) > 1})
+        if twice:
+            raise ConfigError(f"@tunex.autotune key={key!r} names {', '.join(twice)} twice")
         if isinstance(self.remeasure, bool) or not isinstance(self.remeasure, int) \
                 or self.remeasure < 0:
             raise ConfigError(f"@tunex.autotune remeasure={self.remeasure!r}: give a number of "

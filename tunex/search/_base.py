@@ -155,6 +155,9 @@ def get_strategy(spec: str, space: Space, *, seed: int | None = None,
 
     The part after ``:`` is the strategy's variant (for ``optuna``: the sampler).
     """
+    if not isinstance(spec, str):
+        raise StrategyError(f"strategy {spec!r}: give a strategy's name (e.g. 'model', "
+                            f"'random', 'optuna:tpe'); choose one of {available_strategies()}")
     name, _, variant = spec.partition(":")
     cls = _resolve(name)
     if variant:

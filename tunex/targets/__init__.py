@@ -65,6 +65,9 @@ def target_class(spec: str) -> type[Target]:
 
 def make_target(spec: str, **options: Any) -> Target:
     """Create a target from ``NAME[:ARG][?key=value&...]``, e.g. ``replay:data.json.gz?noisy=1``."""
+    if not isinstance(spec, str):
+        raise TargetError(f"target {spec!r}: give a target's spec, e.g. 'cpu', "
+                          "'riscv-sim:x280', 'triton_gpu' or 'replay:PATH'")
     head, _, query = spec.partition("?")
     name, _, arg = head.partition(":")
     cls: Any = target_class(spec)
