@@ -232,3 +232,14 @@ def test_a_careless_declaration_is_a_space_error(declare, says):
         declare()
     assert Int("x", np.int64(1), 4).values == (1, 2, 3, 4)
     assert Pow2("x", np.int32(2), 8).values == (2, 4, 8)
+
+
+def test_a_constraint_that_cannot_be_evaluated_says_so():
+    """A rule that raises KeyError (a bug in it, not a judgement of the point) once escaped
+    as a bare KeyError from deep in the search; a rule that raises an arithmetic error on some
+    points still only excludes them."""
+    from tunex.space import Choice
+
+    with pytest.raises(SpaceError, match="cannot be evaluated: KeyError"):
+        Space([Choice("x", [1, 2])], [lambda x: {}[x]]).size
+    assert Space([Choice("x", [0, 1, 2])], [lambda x: 1 / x > 0.6]).size == 1

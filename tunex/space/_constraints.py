@@ -164,6 +164,10 @@ class Constraint:
             raise
         except (ArithmeticError, ValueError, TypeError, IndexError):
             return False
+        except Exception as e:  # a bug in the rule itself (a missing key, a typo): say so
+            raise SpaceError(f"constraint {self.description!r} cannot be evaluated: "
+                             f"{type(e).__name__}: {e}; fix the rule (a point it cannot "
+                             "judge would be neither valid nor invalid)") from None
 
     def __repr__(self) -> str:
         return f"Constraint({self.description!r})"
