@@ -797,3 +797,27 @@ def test_import_refuses_times_no_export_can_write(db: Database, tmp_path: Path, 
         assert dst.workloads() == []
         dst.record(MM, ok(Config(block=32), 2.0))
         assert dst.export(io.StringIO(), format="csv") == 1
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("compile_ms", "abc", "compile_ms 'abc' is not a time in ms"),
+    ("compile_ms", -5, "compile_ms -5 is not a time in ms"),
+    ("error", {"why": 1}, "error .* is not text"),
+    ("strategy", 7, "strategy 7 is not text"),
+    ("facts", [1, 2], "facts is not an object"),
+    ("started_at", float("nan"), "started_at nan is not a time"),
+])
+def test_import_names_the_record_and_field_of_the_wrong_kind(db: Database, tmp_path: Path,
+                                                            key: str, value, says: str) -> None:
+    """Each once failed in the database layer ('report it as a tunex bug', 'Error binding
+    parameter') without naming the record, or blamed the database file."""
+    db.record(MM, ok(Config(block=64), 1.0))
+    path = tmp_path / "one.jsonl"
+    db.export(path, format="jsonl")
+    record = json.loads(path.read_text())
+    record[key] = value
+    path.write_text(json.dumps(record) + "\n")
+    with Database(tmp_path / "dst.db") as dst:
+        with pytest.raises(DatabaseError, match=rf"record 1 .*{says}"):
+            dst.import_trials(path)
+        assert dst.workloads() == []

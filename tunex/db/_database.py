@@ -10,6 +10,7 @@ import contextlib
 import csv
 import datetime
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -424,6 +425,15 @@ def _item_of(rec: Mapping[str, Any]) -> _Item:
         if not k or not _plain_value(v):
             raise TypeError(f"config parameter {k!r} holds {v!r}: a parameter value is a "
                             "number, string, bool or a list of them")
+    compile_ms = rec.get("compile_ms")
+    if compile_ms is not None and (isinstance(compile_ms, bool) or not isinstance(
+            compile_ms, (int, float)) or not 0 <= compile_ms < math.inf):
+        raise TypeError(f"compile_ms {compile_ms!r} is not a time in ms")
+    for key in ("error", "worker", "strategy"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            raise TypeError(f"{key} {rec[key]!r} is not text")
+    if rec.get("facts") is not None and not isinstance(rec["facts"], Mapping):
+        raise TypeError("facts is not an object")
     m = Measurement(
         config=Config(config),
         status=Status(rec["status"]),
