@@ -243,3 +243,23 @@ def test_a_constraint_that_cannot_be_evaluated_says_so():
     with pytest.raises(SpaceError, match="cannot be evaluated: KeyError"):
         list(Space([Choice("x", [1, 2])], [lambda x: {}[x]]))
     assert Space([Choice("x", [0, 1, 2])], [lambda x: 1 / x > 0.6]).size == 1
+
+
+def test_from_dict_and_sample_refuse_what_they_would_misread():
+    """`"problem": "MN"` became the sizes M and N, a Bool default "false" became True,
+    `sample(2.5)` returned every point and a bad `rng` raised NumPy's own error."""
+    good = {"params": [{"kind": "Bool", "name": "flag", "values": [False, True],
+                        "default": False}]}
+    assert Space.from_dict(good).param("flag").default is False
+    for bad in ({**good, "problem": "MN"},
+                {"params": [{**good["params"][0], "default": "false"}]},
+                {"params": [{"kind": "Pow2", "name": "x", "values": []}]}):
+        with pytest.raises(SpaceError, match="malformed space declaration"):
+            Space.from_dict(bad)
+    space = Space([Pow2("x", 1, 64)])
+    for n in (2.5, -1, True):
+        with pytest.raises(SpaceError, match=r"sample\(n="):
+            space.sample(n)
+    with pytest.raises(SpaceError, match="rng='a'"):
+        space.sample(2, rng="a")
+    assert len(space.sample(np.int64(3), rng=1)) == 3

@@ -47,7 +47,19 @@ RngLike = int | np.random.Generator | None
 
 
 def _rng(rng: RngLike) -> np.random.Generator:
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    if isinstance(rng, np.random.Generator):
+        return rng
+    try:
+        return np.random.default_rng(rng)
+    except (TypeError, ValueError):
+        raise SpaceError(f"rng={rng!r}: give a numpy Generator, a seed >= 0 or None") from None
+
+
+def _flag(value: Any) -> bool:
+    """A declared Bool default: ``"false"`` would read as true."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    raise TypeError(f"Bool default {value!r} is not true or false")
 
 
 def _below(gen: np.random.Generator, size: int) -> int:
@@ -363,6 +375,9 @@ class Space:
 
         Returns fewer than ``n`` when the space (minus ``exclude``) has fewer points.
         """
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise SpaceError(f"sample(n={n!r}): give a whole number of points >= 0")
+        n = int(n)
         gen = _rng(rng)
         size = self.size
         if not unique:
@@ -516,16 +531,19 @@ class Space:
             "Int": lambda n, vs, dflt: Choice(n, vs, ordered=True, default=dflt),
             "Pow2": lambda n, vs, dflt: Pow2(n, min(vs), max(vs), default=dflt),
             "Choice": lambda n, vs, dflt: Choice(n, vs, default=dflt),
-            "Bool": lambda n, vs, dflt: Bool(n, default=bool(dflt)),
+            "Bool": lambda n, vs, dflt: Bool(n, default=_flag(dflt)),
             "Permutation": lambda n, vs, dflt: Permutation(
                 n, vs[0], default=None if dflt is None else tuple(dflt)),
         }
         try:
             params = [kinds[p["kind"]](p["name"], p["values"], p.get("default"))
                       for p in d["params"]]
-            return cls(params, d.get("constraints", ()), d.get("problem", ()),
+            problem = d.get("problem", ())
+            if isinstance(problem, str):  # "MN" would read as the sizes M and N
+                raise TypeError(f"'problem' {problem!r} is not a list of names")
+            return cls(params, d.get("constraints", ()), problem,
                        bound=d.get("bound") or None, name=d.get("name", "space"))
-        except (KeyError, TypeError, IndexError) as e:
+        except (KeyError, TypeError, IndexError, ValueError) as e:
             raise SpaceError(f"malformed space declaration: missing or bad field {e}") from None
 
     @classmethod
