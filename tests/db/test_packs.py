@@ -93,6 +93,26 @@ def test_export_one_kernel(db: Database, tmp_path: Path) -> None:
     assert [e.workload.kernel for e in pack.entries] == ["softmax"]
 
 
+@pytest.mark.parametrize("name, version", [(" ", "1"), ("x", "\n"), ("x", 1.2), (None, "1")])
+def test_a_pack_needs_a_name_and_version_as_text(db: Database, tmp_path: Path, name,
+                                                 version) -> None:
+    with pytest.raises(PackError, match="a pack needs a name and a version"):
+        export_pack(db, tmp_path / "p.json", name=name, version=version)
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_a_pack_loaded_again_replaces_itself(pack_path: Path) -> None:
+    from tunex.decorator._runtime import clear_packs, load_packs, loaded_packs
+
+    clear_packs()
+    try:
+        load_packs(pack_path)
+        load_packs(pack_path)  # once listed twice, consulted twice
+        assert len([p for p in loaded_packs() if p.name == "mylib"]) == 1
+    finally:
+        clear_packs()
+
+
 def test_export_nothing_is_an_error(tmp_path: Path) -> None:
     with Database(tmp_path / "empty.db") as d, pytest.raises(PackError, match="nothing to export"):
         export_pack(d, tmp_path / "p.json", name="x", version="1")

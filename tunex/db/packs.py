@@ -779,8 +779,9 @@ def export_pack(db: Any, path: str | os.PathLike[str], *, kernel: str | None = N
     Returns the pack written. Raises :class:`~tunex.errors.PackError` when there is nothing to
     export (no successful trial) or the file cannot be written.
     """
-    if not name or not version:
-        raise PackError("a pack needs a name and a version (e.g. name='mylib', version='1.2')")
+    if not all(isinstance(v, str) and v.strip() and v.isprintable() for v in (name, version)):
+        raise PackError(f"a pack needs a name and a version as text on one line (e.g. "
+                        f"name='mylib', version='1.2'), not {name!r} and {version!r}")
     best = db.best_per_workload(kernel)
     if not best:
         what = f"kernel {kernel!r}" if kernel else "any kernel"

@@ -134,11 +134,18 @@ def load_packs(*paths: str | os.PathLike[str]) -> list[Pack]:
     Packs are consulted after the database, in the order loaded (packs given here before those
     of ``TUNEX_PACKS``). Every pack is verified whole before any is added: one bad pack raises
     :class:`~tunex.errors.PackError` and none of ``paths`` is loaded. Decorated kernels forget
-    what they resolved so far, so the packs apply to the next call of every key.
+    what they resolved so far, so the packs apply to the next call of every key. Loading a
+    pack of the same name and version as one loaded before replaces it, in its place.
     """
     loaded = [load_pack(p) for p in paths]
     with _lock:
-        _packs.extend(loaded)
+        for pack in loaded:  # a pack loaded again (the same name and version) replaces itself
+            same = [i for i, q in enumerate(_packs)
+                    if (q.name, q.version) == (pack.name, pack.version)]
+            if same:
+                _packs[same[0]] = pack
+            else:
+                _packs.append(pack)
         _invalidate()
     return loaded
 
