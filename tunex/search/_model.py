@@ -163,7 +163,7 @@ class ModelSearch(SearchStrategy):
                  seed_order: str = "given", flat: float | None = 0.5,
                  transfer_decay: float = 50.0, own_share: float | None = 0.5,
                  sampler_arm: str | None = None, local_moves: str = "step",
-                 seed_spread: bool = False, leaders: str = "top") -> None:
+                 seed_spread: bool = False) -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
@@ -195,12 +195,6 @@ class ModelSearch(SearchStrategy):
             raise ValueError(f"local_moves must be 'step', 'any' or 'two', not {local_moves!r}")
         self.local_moves = local_moves
         self.seed_spread = seed_spread
-        if leaders not in ("top", "diverse", "turns", "stall"):
-            raise ValueError(f"leaders must be 'top', 'diverse' or 'turns', not {leaders!r}")
-        self.leaders = leaders
-        self._turn = 0
-        self._best = math.inf  # best time told, and the history's size when it last improved
-        self._improved_at = 0
         self._sampler: OptunaSearch | None = None  # the sampler arm, on this workload's trials
         self._model: GBMRanker | None = None
         self._arm: dict[Config, str] = {}  # proposing arm of each model proposal
@@ -437,24 +431,7 @@ class ModelSearch(SearchStrategy):
         """The model's best fresh neighbour (``local_moves``) of the three leading configs."""
         if self._stale() or self._model is None:
             self._fit()
-        ok = sorted((m for m in self.history.values() if m.ok), key=lambda m: m.value)
-        n = len(self.history)
-        stalled = n - self._improved_at >= max(10, n // 4)
-        if self.leaders == "top" or (self.leaders == "stall" and not stalled):
-            ok = ok[:3]
-        else:  # the best of up to three basins: leaders a third of the parameters apart
-            names = self.space.names
-            apart = max(2, math.ceil(len(names) / 3))
-            picked: list[Measurement] = []
-            for m in ok:
-                if all(sum(m.config[n] != q.config[n] for n in names) >= apart for q in picked):
-                    picked.append(m)
-                    if len(picked) == 3:
-                        break
-            ok = picked
-            if self.leaders in ("turns", "stall") and ok:  # each basin's leader in turn
-                ok = [ok[self._turn % len(ok)]]
-                self._turn += 1
+        ok = sorted((m for m in self.history.values() if m.ok), key=lambda m: m.value)[:3]
         near = {c for m in ok
                 for c in self.space.neighbours(m.config, hamming=self.local_moves == "any")
                 if self._fresh(c) and c not in taken}
@@ -520,10 +497,6 @@ class ModelSearch(SearchStrategy):
         return c
 
     def _tell(self, measurements: Sequence[Measurement]) -> None:
-        for m in measurements:
-            if m.ok and m.value < self._best * 0.995:
-                self._best = m.value
-                self._improved_at = len(self.history)
         if self._sampler is not None:
             self._sampler.tell(measurements)
         if not self._arm:
