@@ -1123,6 +1123,7 @@ def loo_table(doc: dict[str, Any], facts: dict[str, dict[str, Any]],
               ) -> list[str]:
     """Per space: random's odds, the picked variant's cold (and warm) trials to 95%."""
     rows, ratios, within, easy_bad, warm20 = [], [], [], [], []
+    early, w_early = min(EARLY, b), min(20, b)  # a miss counts as b + 1: never within
     for space, f in facts.items():
         v = pick(space)
         t = loo_runs(doc, v, space, seeds, b)
@@ -1132,32 +1133,33 @@ def loo_table(doc: dict[str, Any], facts: dict[str, dict[str, Any]],
         r = f["random"]["0.95"]
         ratio = r["median"] / float(np.median(t))
         ratios.append(ratio)
-        within += [x <= EARLY for x in t]
+        within += [x <= early for x in t]
         easy = r["mean"] <= EASY
         rel = float(np.mean(t)) / r["mean"]
         if easy and rel > 1.2:
             easy_bad.append(space)
-        warm20 += [x <= 20 for x in w]
+        warm20 += [x <= w_early for x in w]
         rows.append(
             f"| {space} | {f['size']:,} | {r['mean']:,.0f} / {r['median']:,.0f} | "
             + (f"{v} | " if show_variant else "")
-            + f"{len(t)} | {fmt_median_iqr(t, b)} | {pct(np.mean([x <= EARLY for x in t]))} "
+            + f"{len(t)} | {fmt_median_iqr(t, b)} | {pct(np.mean([x <= early for x in t]))} "
             f"| {ratio:.1f} | {'easy: ' if easy else ''}{rel:.2f} | "
-            + (f"{len(w)} | {fmt_median_iqr(w, b)} | {pct(np.mean([x <= 20 for x in w]))} |"
+            + (f"{len(w)} | {fmt_median_iqr(w, b)} | {pct(np.mean([x <= w_early for x in w]))} |"
                if w else "- | - | - |"))
     if not rows:
         return []
     return ["| space | valid points | random: mean / median | "
             + ("variant | " if show_variant else "")
-            + "cold runs | cold: trials to 95% median [IQR] | cold: within 95% by 100 | "
-            "x random | mean / random | warm runs | warm: median [IQR] | warm: within 95% by 20 |",
+            + f"cold runs | cold: trials to 95% median [IQR] | cold: within 95% by {early} | "
+            f"x random | mean / random | warm runs | warm: median [IQR] | warm: within 95% by "
+            f"{w_early} |",
             "|---|---:|---:|" + ("---|" if show_variant else "")
             + "---:|---|---:|---:|---:|---:|---|---:|", *rows, "",
             f"Median x random over {len(ratios)} spaces **{float(np.median(ratios)):.1f}x**; "
-            f"cold runs within 95% by trial {min(EARLY, b)}: **{pct(np.mean(within))}**; easy "
+            f"cold runs within 95% by trial {early}: **{pct(np.mean(within))}**; easy "
             "spaces where the mean is over 1.2x random's expectation: "
             f"**{', '.join(easy_bad) if easy_bad else 'none'}**"
-            + (f"; warm runs within 95% by trial 20: **{pct(np.mean(warm20))}**."
+            + (f"; warm runs within 95% by trial {w_early}: **{pct(np.mean(warm20))}**."
                if warm20 else ".")]
 
 

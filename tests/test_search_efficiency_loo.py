@@ -41,6 +41,21 @@ def test_the_held_out_family_never_chooses_its_variant():
     assert se.loo_runs(doc, "general", "b/1", 3, 10) == [11, 11, 11]  # missed within 10
 
 
+def test_a_missed_run_is_never_within_the_budget():
+    """Misses count as budget + 1: with a budget under 100 (or 20, warm) they once counted as
+    within 95% by 100 (by 20), so a budget-20 run that missed scored 100%."""
+    se = bench()
+    facts = {"a/1": {"family": "a", "size": 10,
+                     "random": {"0.95": {"median": 30.0, "mean": 40.0}}}}
+    doc = {"runs": {"model": {"a/1": {
+        "0": {"budget": 10, "cold": {"t95": 4}, "warm": {"t95": 2}},
+        "1": {"budget": 10, "cold": {"t95": None}, "warm": {"t95": None}}}}}}
+    table = "\n".join(se.loo_table(doc, facts, lambda _s: "model", 2, 10))
+    assert "within 95% by 10 |" in table and "| 50% |" in table
+    assert "cold runs within 95% by trial 10: **50%**" in table
+    assert "warm runs within 95% by trial 10: **50%**" in table
+
+
 def test_spaces_are_grouped_by_kernel_family(tmp_path):
     se = bench()
     (tmp_path / "pnpoly").mkdir()
