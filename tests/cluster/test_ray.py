@@ -82,6 +82,26 @@ def test_unreachable_cluster_is_a_clear_error():
 
 
 @needs_ray
+def test_a_users_kernels_are_named_to_the_clusters_workers(monkeypatch):
+    """Workers of a cluster started before the search (`ray start`) do not inherit this
+    process's environment: a user's kernel file was an 'unknown kernel' there, every trial a
+    failure. The kernels named in TUNEX_KERNELS travel in the job's runtime environment."""
+    if ray.is_initialized():
+        pytest.skip("a Ray instance is already running in this process")
+    seen = {}
+
+    def init(**kwargs):
+        seen.update(kwargs)
+        raise ConnectionError("stop here")
+
+    monkeypatch.setenv("TUNEX_KERNELS", "mine=/home/me/k.py:Mine")
+    monkeypatch.setattr(ray, "init", init)
+    with pytest.raises(ClusterError, match="stop here"):
+        RayExecutor(SlowTarget(), RayOptions(address="local"))
+    assert seen["runtime_env"] == {"env_vars": {"TUNEX_KERNELS": "mine=/home/me/k.py:Mine"}}
+
+
+@needs_ray
 def test_auto_without_a_cluster_is_a_clear_error(monkeypatch, tmp_path):
     if ray.is_initialized():
         pytest.skip("a Ray instance is already running in this process")

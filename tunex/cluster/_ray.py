@@ -253,6 +253,9 @@ class RayExecutor(Executor):
                 address = found
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                   "configure_logging": False, "ignore_reinit_error": True}
+        named = os.environ.get("TUNEX_KERNELS")
+        if named:  # a user's kernels (by file or module): the cluster's workers find them too
+            kwargs["runtime_env"] = {"env_vars": {"TUNEX_KERNELS": named}}
         if address is None:
             needs: dict[str, float] = collections.defaultdict(float)
             for d in opt.device_specs:
