@@ -240,3 +240,22 @@ def test_a_best_time_of_zero_ms_is_reported_not_divided_by(tmp_path: Path, capsy
     rows = re.findall(r"<tr class='(?:chosen)?'>.*?</tr>", out.read_text())
     assert len(rows) == 3
     assert "<td class='n'>+0.0%</td>" in rows[0] and "<td class='n'>-</td>" in rows[2]
+
+
+def test_dollar_signs_in_values_and_strategies_are_text_not_tex(tmp_path: Path) -> None:
+    """Config values and strategy names are recorded data: a "$" in them is drawn as it is
+    (matplotlib would typeset "$x$" as TeX, and fail on "$\\frac$"), and the page escapes
+    HTML in them."""
+    w = Workload("toy")
+    db = tmp_path / "dollar.db"
+    with Database(db) as d:
+        for i in range(30):
+            cfg = Config(a=["$\\frac$", "$x$", "<script>y</script>"][i % 3], b=i % 4)
+            d.record(w, Measurement(cfg, Status.OK, (1.0 + (i % 3) + 0.1 * (i % 4),)),
+                     strategy="$\\frac{$" if i < 15 else "random")
+    out = tmp_path / "dollar.html"
+    assert main(["report", "--db", str(db), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert figures(text)["effects"] and figures(text)["convergence-trials"]
+    assert "$\\frac$" in text and "$\\frac{$" in text  # the tick label and the legend
+    assert text.count("<script") == 1 and "&lt;script&gt;y&lt;/script&gt;" in text

@@ -20,7 +20,10 @@ _FAIL_COLORS = {
     Status.PRUNED.value: "#7f7f7f", Status.INVALID.value: "#bcbd22",
     Status.WORKER_LOST.value: "#e377c2",
 }
-_RC: Any = {"svg.fonttype": "none", "svg.hashsalt": "tunex", "font.size": 9,
+# text.parse_math off: labels are recorded data (config values, strategy names), never TeX; a
+# "$" in one would be typeset or fail to parse.
+_RC: Any = {"svg.fonttype": "none", "svg.hashsalt": "tunex", "text.parse_math": False,
+       "font.size": 9,
        "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True,
        "grid.alpha": 0.3, "legend.fontsize": 8, "legend.frameon": False}
 
