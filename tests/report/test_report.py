@@ -259,3 +259,22 @@ def test_dollar_signs_in_values_and_strategies_are_text_not_tex(tmp_path: Path) 
     assert figures(text)["effects"] and figures(text)["convergence-trials"]
     assert "$\\frac$" in text and "$\\frac{$" in text  # the tick label and the legend
     assert text.count("<script") == 1 and "&lt;script&gt;y&lt;/script&gt;" in text
+
+
+def test_parameter_names_that_are_not_identifiers_are_reported(tmp_path: Path) -> None:
+    """A database takes configs of any parameter names (a json import, Database.record without
+    a space): the report of it is written, the model sections naming them as recorded."""
+    w = Workload("toy")
+    db = tmp_path / "names.db"
+    with Database(db) as d:
+        for i in range(30):
+            cfg = Config({"block-size": i % 5, "x y": i % 3, "_recorded0": i % 2})
+            d.record(w, Measurement(cfg, Status.OK, (1.0 + (i % 5) ** 2 + 0.01 * i,)),
+                     strategy="random")
+    with Database(db, create=False) as d:
+        r = analyse(d, w)
+    assert next(iter(r.importances)) == "block-size"
+    assert set(r.importances) == {"block-size", "x y", "_recorded0"} and r.quality
+    out = tmp_path / "names.html"
+    assert main(["report", "--db", str(db), "-o", str(out)]) == 0
+    assert "<th>block-size</th>" in out.read_text()

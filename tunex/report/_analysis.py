@@ -83,20 +83,20 @@ def analyse(db: Database, workload: Workload, optimum_ms: float | None = None,
     for t in trials:
         first.setdefault(t.measurement.config, t)
     notes: dict[str, str] = {}
-    space = _space_of([t.measurement.config for t in trials])
+    recorded = _space_of([t.measurement.config for t in trials])
     importances: dict[str, float] = {}
     effects: dict[str, list[tuple[Any, float, float]]] = {}
     quality: list[Quality] = []
     n_ok = sum(t.measurement.ok for t in trials)
-    if space is None:
+    if recorded is None:
         notes["model"] = "the configs of this workload vary in no parameter"
     elif n_ok < MIN_MODEL_TRIALS or len({t.measurement.value for t in trials
                                          if t.measurement.ok}) < 3:
         notes["model"] = (f"{n_ok} successful trials with distinct times: the cost model needs "
                           f"at least {MIN_MODEL_TRIALS}")
     else:
-        importances, effects = _importances(space, trials, seed)
-        quality = _quality(space, trials, seed)
+        importances, effects = _importances(*recorded, trials, seed)
+        quality = _quality(*recorded, trials, seed)
         if not quality:
             notes["quality"] = ("too few trials to fit on a prefix and score on the rest "
                                 "(5 ok trials must stay unseen)")
@@ -150,43 +150,49 @@ def _sort_key(v: Any) -> tuple[int, Any]:
     return (2, repr(v))
 
 
-def _space_of(configs: Sequence[Config]) -> Space | None:
+def _space_of(configs: Sequence[Config]) -> tuple[Space, dict[str, str]] | None:
     """A space spanning the recorded configs (each parameter a Choice of its recorded values,
-    no constraints): enough to encode configs for the cost model."""
+    no constraints): enough to encode configs for the cost model; and the recorded name of
+    each of its parameters. A database takes configs of any names (imported ones, say): a
+    name that is no Python identifier stands in the space as ``_recorded<i>``."""
     if not configs:
         return None
     names = set(configs[0])
     for c in configs[1:]:
         names &= set(c)
     params = []
-    for n in sorted(names):
+    recorded: dict[str, str] = {}
+    for i, n in enumerate(sorted(names)):
         values = sorted({c[n] for c in configs}, key=_sort_key)
         if len(values) > 1:
-            params.append(Choice(n, values))
-    return Space(params, name="recorded") if params else None
+            params.append(Choice(n if n.isidentifier() and not n.startswith("_recorded")
+                                 else f"_recorded{i}", values))
+            recorded[params[-1].name] = n
+    return (Space(params, name="recorded"), recorded) if params else None
 
 
-def _xy(space: Space, features: FeatureExtractor, trials: Sequence[Trial]
-        ) -> tuple[np.ndarray, np.ndarray]:
-    configs = [Config({n: t.measurement.config[n] for n in space.names}) for t in trials]
+def _xy(space: Space, recorded: Mapping[str, str], features: FeatureExtractor,
+        trials: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray]:
+    configs = [Config({n: t.measurement.config[recorded[n]] for n in space.names})
+               for t in trials]
     return features.transform(configs), np.array([t.measurement.value for t in trials])
 
 
-def _importances(space: Space, trials: Sequence[Trial], seed: int
+def _importances(space: Space, recorded: Mapping[str, str], trials: Sequence[Trial], seed: int
                  ) -> tuple[dict[str, float], dict[str, list[tuple[Any, float, float]]]]:
     """Split gain of the cost model fitted (as a regression on log time) on every trial, summed
     per parameter; and, for the top parameters, the model's partial dependence on each value
     (mean prediction over the ok trials with that parameter set to the value) beside the
     median measured time of the trials that had it."""
     features = FeatureExtractor(space, interactions=False)
-    X, y = _xy(space, features, trials)
+    X, y = _xy(space, recorded, features, trials)
     model = GBMRanker(objective="regression", random_state=seed, subsample=1.0, colsample=1.0)
     model.fit(X, y)
     gain = model.booster_.feature_importance(importance_type="gain")
     shares: dict[str, float] = {}
     col = 0
     for p in space.params:
-        shares[p.name] = float(np.sum(gain[col:col + p.width]))
+        shares[recorded[p.name]] = float(np.sum(gain[col:col + p.width]))
         col += p.width
     total = sum(shares.values()) or 1.0
     shares = dict(sorted(((k, v / total) for k, v in shares.items()), key=lambda kv: -kv[1]))
@@ -197,11 +203,12 @@ def _importances(space: Space, trials: Sequence[Trial], seed: int
     col_of: dict[str, int] = {}
     col = 0
     for p in space.params:
-        col_of[p.name] = col
+        col_of[recorded[p.name]] = col
         col += p.width
     values = [t.measurement.config for t in trials]
+    in_space = {v: k for k, v in recorded.items()}
     for name in [k for k, v in shares.items() if v > 0][:3]:
-        p = space.param(name)
+        p = space.param(in_space[name])
         c0 = col_of[name]
         rows = []
         for v in p.values:
@@ -222,8 +229,8 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _quality(space: Space, trials: Sequence[Trial], seed: int, refits: int = 8,
-             keep_unseen: int = 5) -> list[Quality]:
+def _quality(space: Space, recorded: Mapping[str, str], trials: Sequence[Trial], seed: int,
+             refits: int = 8, keep_unseen: int = 5) -> list[Quality]:
     """Refit the model-guided search's model (GBMRanker, LambdaRank, the same features) on
     growing prefixes of the trials, and score each fit on the ok trials it had not seen."""
     n = len(trials)
@@ -234,7 +241,7 @@ def _quality(space: Space, trials: Sequence[Trial], seed: int, refits: int = 8,
         return []
     points = sorted({int(k) for k in np.linspace(first, last, refits)})
     features = FeatureExtractor(space, interactions=True)
-    X, y = _xy(space, features, trials)
+    X, y = _xy(space, recorded, features, trials)
     out = []
     for k in points:
         if np.isfinite(y[:k]).sum() < 3:
