@@ -208,6 +208,11 @@ def test_report_errors_are_one_line(tmp_path: Path, capsys) -> None:
     assert "no workload 'beef'" in capsys.readouterr().err
     assert main(["report", "--db", str(tmp_path / "none.db")]) == 2
     assert "no tuning database" in capsys.readouterr().err
+    # a kernel the database does not hold is an error, not a page saying it holds nothing
+    assert main(["report", "--db", str(tmp_path / "few.db"), "--kernel", "toy2",
+                 "-o", str(tmp_path / "x.html")]) == 2
+    assert "no workload of kernel 'toy2'" in capsys.readouterr().err
+    assert not (tmp_path / "x.html").exists()
     out = tmp_path / "few.html"
     assert main(["report", "--db", str(tmp_path / "few.db"), "-o", str(out)]) == 0
     text = out.read_text()  # one trial: the plots that need more say why they are missing

@@ -62,6 +62,13 @@ def render_report(db: Database, workload: str | Workload | None = None, *,
     from tunex.targets.replay import ReplayTarget
 
     workloads = find_workloads(db, workload, kernel=kernel)
+    if not workloads and kernel is not None:
+        kernels = sorted({w.kernel for w in db.workloads()})
+        raise TunexError(f"no workload of kernel {kernel!r} in {db!r}"
+                         + (f" (its kernels: {', '.join(map(repr, kernels[:8]))}"
+                            f"{', ...' if len(kernels) > 8 else ''})" if kernels
+                            else " (it holds no workload yet)")
+                         + ": pass one of its kernels, or leave --kernel out")
     replays = [ReplayTarget(os.fspath(p)) for p in spaces]
     reports = [analyse(db, w, optimum_of(replays, w), seed=seed) for w in workloads]
     sections = [_section(r, render(r)) for r in reports]
