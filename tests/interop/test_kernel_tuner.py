@@ -180,3 +180,25 @@ def test_a_space_mixing_kinds_of_values_survives_import_and_export(tmp_path: Pat
             (w,) = a.workloads()
             assert b.measurements(w) == a.measurements(w)
             assert b.space(w) is not None and b.space(w).size == 8
+
+
+def test_a_workload_of_several_parameter_sets_is_refused_by_the_cache_export(
+        tmp_path: Path, capsys) -> None:
+    """A database takes configs of any parameters for a workload without a declared space: a
+    Kernel Tuner cache (one set of keys) of such a workload is refused saying what to use."""
+    from tunex.trial import Config, Measurement, Workload
+
+    db = tmp_path / "mixed.db"
+    w = Workload("mixed")
+    with Database(db) as d:
+        for cfg in (Config(a=1), Config(a=2, c=3)):
+            d.record(w, Measurement(cfg, Status.OK, (1.0,)), strategy="random")
+    out = tmp_path / "mixed.json"
+    assert main(["db", "export", "--db", str(db), "--format", "kernel_tuner", "-o",
+                 str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds configs of different parameters" in err and "--format t4" in err
+    assert not out.exists()
+    assert main(["db", "export", "--db", str(db), "--format", "t4", "-o", str(out)]) == 0
+    assert [r["configuration"] for r in load(out)["results"]] == [{"a": 1}, {"a": 2, "c": 3}]
+

@@ -174,6 +174,13 @@ def cache_document(db: Database, workload: Workload) -> dict[str, Any]:
     kt = _kt(trials)
     constants: dict[str, Any] = dict(kt.get("constants") or {})
     names = list(trials[0].measurement.config)
+    for t in trials:
+        if set(t.measurement.config) != set(names):
+            raise TunexError(
+                f"workload {workload.digest} ({workload.kernel}) holds configs of different "
+                f"parameters (trial {trials[0].number}: {', '.join(names) or 'none'}; trial "
+                f"{t.number}: {', '.join(t.measurement.config) or 'none'}): a Kernel Tuner "
+                "cache names one set; export it with --format t4 or json instead")
     keys = [k for k in kt.get("keys") or [*names, *constants] if k in names or k in constants]
     by_config: dict[Config, list[Measurement]] = {}
     first: dict[Config, Trial] = {}
