@@ -202,3 +202,24 @@ def test_a_workload_of_several_parameter_sets_is_refused_by_the_cache_export(
     assert main(["db", "export", "--db", str(db), "--format", "t4", "-o", str(out)]) == 0
     assert [r["configuration"] for r in load(out)["results"]] == [{"a": 1}, {"a": 2, "c": 3}]
 
+
+def test_t4_results_are_strict_json_when_a_timer_gave_infinite_times(tmp_path: Path) -> None:
+    """A trial whose timer gave an infinite time is recorded as a runtime error keeping that
+    time: its T4 result lists only the finite runtimes, so strict JSON readers take the file."""
+    from tunex.trial import Config, Measurement, Workload
+
+    db = tmp_path / "inf.db"
+    w = Workload("inf")
+    with Database(db) as d:
+        d.record(w, Measurement(Config(a=1), Status.OK, (1.0, 2.0)), strategy="random")
+        d.record(w, Measurement(Config(a=2), Status.OK, (float("inf"), 3.0)),
+                 strategy="random")
+    out = tmp_path / "inf.json"
+    assert main(["db", "export", "--db", str(db), "--format", "t4", "-o", str(out)]) == 0
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"not JSON: {token}")
+
+    results = json.loads(out.read_text(), parse_constant=refuse)["results"]
+    assert [r["invalidity"] for r in results] == ["correct", "runtime"]
+    assert [r["times"]["runtimes"] for r in results] == [[1.0, 2.0], [3.0]]

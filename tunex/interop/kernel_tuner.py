@@ -24,6 +24,7 @@ import datetime
 import gzip
 import io
 import json
+import math
 import os
 import statistics
 from collections.abc import Mapping, Sequence
@@ -233,7 +234,9 @@ def t4_document(db: Database, workload: Workload) -> dict[str, Any]:
             "timestamp": _iso(m.started_at),
             "configuration": {**constants, **{k: _value(v) for k, v in m.config.items()}},
             "objectives": ["time"],
-            "times": {"compilation_time": m.compile_ms or 0.0, "runtimes": list(m.times_ms),
+            # a failed trial may keep the infinite or NaN times that failed it: not JSON
+            "times": {"compilation_time": m.compile_ms or 0.0,
+                      "runtimes": [x for x in m.times_ms if math.isfinite(x)],
                       "framework": 0.0, "search_algorithm": 0.0, "validation": 0.0},
             "invalidity": _T4_INVALIDITY[m.status],
             "correctness": 1 if m.ok else 0,
