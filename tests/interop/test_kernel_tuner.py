@@ -223,3 +223,23 @@ def test_t4_results_are_strict_json_when_a_timer_gave_infinite_times(tmp_path: P
     results = json.loads(out.read_text(), parse_constant=refuse)["results"]
     assert [r["invalidity"] for r in results] == ["correct", "runtime"]
     assert [r["times"]["runtimes"] for r in results] == [[1.0, 2.0], [3.0]]
+
+
+@pytest.mark.parametrize("configs", [({"a": "1,x", "b": "y"}, {"a": 1, "b": "x,y"}),
+                                     ({"a": 1, "b": "y"}, {"a": "1", "b": "y"})])
+def test_configs_of_one_cache_key_are_refused_not_dropped(tmp_path: Path, capsys,
+                                                         configs: tuple) -> None:
+    """Kernel Tuner keys an entry by its values joined with commas: two configs that make the
+    same key would leave one entry for two configs, so the export refuses them instead."""
+    from tunex.trial import Config, Measurement, Workload
+
+    db = tmp_path / "comma.db"
+    w = Workload("comma")
+    with Database(db) as d:
+        for i, cfg in enumerate(configs):
+            d.record(w, Measurement(Config(cfg), Status.OK, (1.0 + i,)), strategy="random")
+    out = tmp_path / "comma.json"
+    assert main(["db", "export", "--db", str(db), "--format", "kernel_tuner", "-o",
+                 str(out)]) == 2
+    assert "have the same Kernel Tuner cache key" in capsys.readouterr().err
+    assert not out.exists()

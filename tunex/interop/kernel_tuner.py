@@ -210,7 +210,14 @@ def cache_document(db: Database, workload: Workload) -> dict[str, Any]:
         entry.update(fields)
         stamp = facts.get("timestamp") if isinstance(facts, Mapping) else None
         entry["timestamp"] = stamp or _iso(ms[0].started_at)
-        cache[",".join(str(params[k]) for k in keys)] = entry
+        key = ",".join(str(params[k]) for k in keys)
+        if key in cache:  # Kernel Tuner's key joins the values with commas, and str()s them
+            raise TunexError(
+                f"workload {workload.digest} ({workload.kernel}): configs {dict(config)} and "
+                f"{ {k: cache[key][k] for k in names} } have the same Kernel Tuner cache key "
+                f"{key!r} (a value holding a comma, or values of different types that print "
+                "alike): one would overwrite the other; export it with --format t4 or json")
+        cache[key] = entry
         for k in keys:
             if params[k] not in values[k]:
                 values[k].append(params[k])
