@@ -149,7 +149,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if args.optuna_storage:
             from tunex.interop import OptunaMirror
 
-            mirror = OptunaMirror(args.optuna_storage, space, workload)
+            mirror = OptunaMirror(args.optuna_storage, space, workload, database=db.url)
             mirror.sync(db.measurements(workload))  # a resumed search: its earlier trials
             hooks.append(mirror)
         tuner = Tuner(target, space, workload=workload, db=db, strategy=args.strategy,

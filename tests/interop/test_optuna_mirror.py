@@ -37,3 +37,33 @@ def test_search_is_mirrored_trial_by_trial_and_resumes(tmp_path: Path, capsys) -
     capsys.readouterr()
     assert main([*base, "--budget", "31trials", "--optuna-storage", "nosuch://x"]) == 2
     assert "cannot open Optuna storage" in capsys.readouterr().err
+
+
+def test_a_storage_in_the_tuning_database_is_refused(tmp_path: Path, capsys) -> None:
+    """Optuna's tables (one of them ``trials``) never go into the tuning database; a storage
+    that is another kind of SQLite file is one line, not a traceback."""
+    import sqlite3
+
+    data = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    db = tmp_path / "run.db"
+    base = ["search", "--target", f"replay:{data}", "--strategy", "random", "--seed", "4",
+            "--db", str(db), "-q"]
+    assert main([*base, "--budget", "3trials"]) == 0
+
+    def tables(path: Path) -> set[str]:
+        with sqlite3.connect(path) as c:
+            return {r[0] for r in c.execute("select name from sqlite_master where type='table'")}
+
+    before = tables(db)
+    capsys.readouterr()
+    for storage in (f"sqlite:///{db}", f"sqlite:///{tmp_path}/./run.db"):
+        assert main([*base, "--budget", "6trials", "--optuna-storage", storage]) == 2
+        assert "is the tuning database" in capsys.readouterr().err
+    assert tables(db) == before and "studies" not in before
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as c:
+        c.execute("create table trials (x integer)")
+    assert main([*base, "--budget", "6trials", "--optuna-storage", f"sqlite:///{other}"]) == 2
+    assert "cannot open Optuna storage" in capsys.readouterr().err
+    with Database(db, create=False) as d:
+        assert d.count(d.workloads()[0]) == 3

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,20 @@ def _plain(v: Any) -> Any:
     return v if v is None or isinstance(v, (bool, int, float, str)) else str(v)
 
 
+def _same_database(storage: str, database: str) -> bool:
+    from tunex.db._engine import _resolve_url
+
+    try:
+        (a, a_path), (b, b_path) = _resolve_url(storage), _resolve_url(database)
+    except TunexError:
+        return False  # a URL that does not parse: Optuna's error says so
+    if a_path is not None or b_path is not None:
+        return a_path is not None and b_path is not None and (
+            os.path.realpath(a_path) == os.path.realpath(b_path))
+    return (a.get_backend_name(), a.host, a.port, a.database) == (
+        b.get_backend_name(), b.host, b.port, b.database)
+
+
 class OptunaMirror:
     """An ``on_trial`` hook that adds each finished trial to an Optuna study.
 
@@ -41,27 +56,35 @@ class OptunaMirror:
         storage: an Optuna storage URL (``sqlite:///optuna.db``, a PostgreSQL URL, ...).
         space: the space searched: parameters become categorical distributions of its values.
         workload: what is searched.
+        database: the URL or file of the tuning database, if any: a storage in that same
+            database is refused (Optuna would add its tables, one of them ``trials``, there).
     """
 
-    def __init__(self, storage: str, space: Space, workload: Workload) -> None:
+    def __init__(self, storage: str, space: Space, workload: Workload,
+                 database: str | None = None) -> None:
         import optuna
 
+        if database is not None and _same_database(storage, database):
+            raise TunexError(f"--optuna-storage {storage!r} is the tuning database: Optuna "
+                             "would write its own tables into it; pass another storage, such "
+                             "as sqlite:///optuna.db")
         self.optuna = optuna
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.name = f"tunex:{workload.kernel}:{workload.digest}"
         try:
             self.study = optuna.create_study(storage=storage, study_name=self.name,
                                              direction="minimize", load_if_exists=True)
+            self.study.set_user_attr("workload", workload.to_dict())
+            self.mirrored = {t.user_attrs.get("tunex_trial") for t in self.study.get_trials(
+                deepcopy=False)}
         except Exception as e:  # Optuna raises many kinds for a bad URL or an unusable file
             raise TunexError(f"cannot open Optuna storage {storage!r} ({e}): pass a storage "
-                             "URL such as sqlite:///optuna.db") from None
+                             "URL such as sqlite:///optuna.db, of a file that only Optuna "
+                             "writes") from None
         self.distributions = {
             p.name: optuna.distributions.CategoricalDistribution(
                 list(dict.fromkeys(_plain(v) for v in p.values)))
             for p in space.params}
-        self.study.set_user_attr("workload", workload.to_dict())
-        self.mirrored = {t.user_attrs.get("tunex_trial") for t in self.study.get_trials(
-            deepcopy=False)}
 
     def sync(self, measurements: Sequence[Measurement]) -> int:
         """Add the trials recorded before this session (numbered 1, 2, ... in order) that the
