@@ -224,3 +224,17 @@ def test_builds_lent_by_a_service_that_dies_come_back_lost(service_dir, tmp_path
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_a_socket_path_that_is_not_a_socket_is_refused_not_replaced(service_dir, tmp_path):
+    """--socket naming a file, a folder or a link is refused, and what is there is kept."""
+    spec = f"replay:{recorded('pnpoly/RTX_2080_Ti.json.gz')}"
+    precious = tmp_path / "notes.txt"
+    precious.write_text("keep me")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "link").symlink_to(precious)
+    for path in (precious, tmp_path / "folder", tmp_path / "link"):
+        with pytest.raises(ConfigError, match="exists and is not a socket"):
+            Service(spec, LocalOptions(build_workers=1, measure_workers=1), address=str(path))
+    assert precious.read_text() == "keep me" and (tmp_path / "folder").is_dir()
+    assert (tmp_path / "link").is_symlink()

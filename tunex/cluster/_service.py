@@ -30,6 +30,7 @@ import os
 import queue
 import secrets
 import signal
+import stat
 import threading
 from collections.abc import Callable, Collection
 from concurrent.futures import Future, InvalidStateError
@@ -91,6 +92,9 @@ class Service:
         self.spec = spec
         self.target = make_target(spec)
         self.address = address or service_address(self.target.name)
+        if os.path.lexists(self.address) and not stat.S_ISSOCK(os.lstat(self.address).st_mode):
+            raise ConfigError(f"{self.address} exists and is not a socket: tunex would replace "
+                              "it; give another --socket (a path that does not exist)")
         if os.path.exists(self.address):
             try:  # a live service answers; a dead one's socket is left over
                 Client(self.address, family="AF_UNIX", authkey=_key()).close()
