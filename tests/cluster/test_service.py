@@ -238,3 +238,25 @@ def test_a_socket_path_that_is_not_a_socket_is_refused_not_replaced(service_dir,
             Service(spec, LocalOptions(build_workers=1, measure_workers=1), address=str(path))
     assert precious.read_text() == "keep me" and (tmp_path / "folder").is_dir()
     assert (tmp_path / "link").is_symlink()
+
+
+def test_a_client_of_another_key_is_refused_and_the_service_goes_on(service_dir, tmp_path,
+                                                                     monkeypatch):
+    """A search (or a second service) started with another TUNEX_SERVICE_DIR holds another
+    key: it gets one clear error, and the service keeps serving (it used to die of the
+    client's failed handshake)."""
+    spec = f"replay:{recorded('pnpoly/RTX_2080_Ti.json.gz')}"
+    svc = serve(spec)
+    try:
+        monkeypatch.setenv("TUNEX_SERVICE_DIR", str(tmp_path / "other"))
+        with pytest.raises(ConfigError, match="holds another key"):
+            ServiceExecutor(svc.address, spec=spec)
+        with pytest.raises(ConfigError, match="already listens"):
+            Service(spec, LocalOptions(build_workers=1, measure_workers=1), address=svc.address)
+        monkeypatch.setenv("TUNEX_SERVICE_DIR", str(service_dir))
+        with ServiceExecutor(svc.address, spec=spec) as ex, Database(tmp_path / "k.db") as db:
+            t = ex.target
+            assert Tuner(t, t.space, db=db, executor=ex, strategy="random", seed=0,
+                         budget="3trials").run().trials == 3
+    finally:
+        svc.close()

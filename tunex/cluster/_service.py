@@ -34,6 +34,7 @@ import stat
 import threading
 from collections.abc import Callable, Collection
 from concurrent.futures import Future, InvalidStateError
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,10 @@ class Service:
                 Client(self.address, family="AF_UNIX", authkey=_key()).close()
             except OSError:
                 os.unlink(self.address)
+            except AuthenticationError:  # live, with the key of another TUNEX_SERVICE_DIR
+                raise ConfigError(f"a tunex service of another key (another TUNEX_SERVICE_DIR "
+                                  f"or user) already listens at {self.address}: stop it "
+                                  "first, or give another --socket") from None
             else:
                 raise ConfigError(f"a tunex service already listens at {self.address}: stop it "
                                   "first, or give another --socket")
@@ -133,7 +138,8 @@ class Service:
         while not self._closed.is_set():
             try:
                 conn = self.listener.accept()
-            except OSError:  # closed, or a client that did not prove the key
+            except (OSError, EOFError, AuthenticationError):  # closed, or a client that did
+                # not prove the key (or went away first): the service goes on
                 if self._closed.is_set():
                     break
                 continue
@@ -222,6 +228,11 @@ class ServiceExecutor(Executor):
         except (OSError, EOFError) as e:
             raise TargetError(f"no tunex service at {address} ({e.__class__.__name__}): start "
                               "one with `tunex serve --target TARGET`") from None
+        except AuthenticationError:
+            raise ConfigError(f"the tunex service at {address} holds another key than "
+                              f"{_folder() / 'service.key'}: it was started with another "
+                              "TUNEX_SERVICE_DIR (or by another user); use the same "
+                              "TUNEX_SERVICE_DIR as `tunex serve`") from None
         if spec is not None and spec != hello["spec"]:
             self._conn.close()
             raise ConfigError(f"the service at {address} runs --target {hello['spec']}, not "
