@@ -260,3 +260,21 @@ def test_a_client_of_another_key_is_refused_and_the_service_goes_on(service_dir,
                          budget="3trials").run().trials == 3
     finally:
         svc.close()
+
+
+def test_a_service_folder_that_cannot_be_made_is_one_error_and_no_error_for_builds(
+        tmp_path, monkeypatch):
+    """TUNEX_SERVICE_DIR (or ~/.cache) that cannot be made: serving and --service say so in
+    one line; the decorator's look for a running service finds none instead of raising."""
+    from tunex.cluster._service import ServiceBuildPool
+
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("TUNEX_SERVICE_DIR", str(tmp_path / "file" / "svc"))
+    assert ServiceBuildPool.find("triton_gpu") is None
+    spec = f"replay:{recorded('pnpoly/RTX_2080_Ti.json.gz')}"
+    with pytest.raises(ConfigError, match="TUNEX_SERVICE_DIR"):
+        Service(spec, LocalOptions(build_workers=1, measure_workers=1),
+                address=str(tmp_path / "s.sock"))
+    with pytest.raises(ConfigError, match="TUNEX_SERVICE_DIR"):
+        ServiceExecutor(service_address("replay"))
+    assert not os.path.lexists(tmp_path / "s.sock")

@@ -49,32 +49,44 @@ __all__ = ["Service", "ServiceBuildPool", "ServiceExecutor", "service_address"]
 log = logging.getLogger("tunex.service")
 
 
-def _folder() -> Path:
+def _folder(create: bool = True) -> Path:
     folder = Path(os.environ.get("TUNEX_SERVICE_DIR") or "~/.cache/tunex").expanduser()
-    folder.mkdir(parents=True, exist_ok=True)
+    if create:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"cannot make the tunex service folder {folder} "
+                              f"({e.strerror or e}): set TUNEX_SERVICE_DIR to a folder this "
+                              "user may write") from None
     return folder
 
 
 def service_address(target_name: str) -> str:
     """The default socket of the service of a target (by the target's name: ``triton_gpu``,
-    ``cpu``, ``riscv-sim``...)."""
+    ``cpu``, ``riscv-sim``...). Naming it creates nothing (a read-only home is no error)."""
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in target_name)
-    return str(_folder() / f"service-{safe}.sock")
+    return str(_folder(create=False) / f"service-{safe}.sock")
 
 
 def _key() -> bytes:
     """The key every connection proves it holds: a file readable by this user only."""
     path = _folder() / "service.key"
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        key = secrets.token_bytes(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(key)
-        return key
-    except FileExistsError:  # another process wrote it meanwhile
-        return path.read_bytes()
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            key = secrets.token_bytes(32)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another process wrote it meanwhile
+                return path.read_bytes()
+            with os.fdopen(fd, "wb") as f:
+                f.write(key)
+            return key
+    except OSError as e:
+        raise ConfigError(f"cannot read or write the tunex service key {path} "
+                          f"({e.strerror or e}): set TUNEX_SERVICE_DIR to a folder this user "
+                          "may write") from None
 
 
 class Service:
