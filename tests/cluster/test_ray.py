@@ -47,6 +47,7 @@ def test_a_devices_file_gives_one_device_per_board_and_simulator_slot(tmp_path):
 @pytest.mark.parametrize("text, says", [
     ("[[board]]\nhost = 'x'\n", "'name' must be"),
     ("[[simulator]]\nslots = 0\n", "positive integer"),
+    ("[[simulator]]\nslots = 100000000\n", "at most 4096"),  # not 10^8 actors (and memory)
     ("[[simulator]]\nslotz = 2\n", "unknown key"),
     ("[[gpu]]\nname = 'a'\n", "unknown section"),
     ("[board]\nname = 'a'\n", "[[board]] table"),

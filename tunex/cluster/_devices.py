@@ -72,11 +72,19 @@ class Device:
         return hash(self.name)
 
 
+#: Simulator slots one search may ask for: each is a Ray actor (and a thread here).
+MAX_SLOTS = 4096
+
+
 def simulator_devices(slots: int, resource: str = "riscv-sim",
                       name: str | None = None) -> tuple[Device, ...]:
     """``slots`` simulator actors, each needing ``{resource: 1}`` (``--sim-slots N``)."""
     if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
         raise ConfigError(f"simulator slots must be a positive integer, not {slots!r}")
+    if slots > MAX_SLOTS:
+        raise ConfigError(f"simulator slots {slots} are too many: give at most {MAX_SLOTS} (one "
+                          "measuring actor each; a node's simulators are its riscv-sim "
+                          "resource)")
     base = name or resource
     return tuple(Device(f"{base}{i}", {resource: 1.0}) for i in range(slots))
 
