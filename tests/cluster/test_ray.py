@@ -70,6 +70,13 @@ def test_a_missing_devices_file_is_a_config_error(tmp_path):
         load_devices(tmp_path / "absent.toml")
 
 
+def test_a_devices_file_that_is_not_text_is_a_config_error(tmp_path):
+    f = tmp_path / "devices.toml"
+    f.write_bytes(b"\xff\xfe[[board]]\x00")  # a binary file passed by mistake
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        load_devices(f)
+
+
 # -- the executor ------------------------------------------------------------------------------
 
 @needs_ray

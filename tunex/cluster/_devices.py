@@ -169,10 +169,13 @@ def load_devices(path: str | Path) -> tuple[Device, ...]:
     """
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read devices file {p}: {e.strerror or e}; pass a TOML "
                           "file with --devices. " + _EXAMPLE) from None
+    except UnicodeDecodeError as e:  # TOML is UTF-8
+        raise ConfigError(f"devices file {p} is not UTF-8 text ({e.reason} at byte {e.start})"
+                          "; pass a TOML file with --devices. " + _EXAMPLE) from None
     try:
         import tomllib
     except ImportError:  # Python 3.10
