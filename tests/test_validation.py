@@ -15,7 +15,7 @@ import pytest
 
 from tunex.cli import main
 from tunex.db import Database
-from tunex.errors import BudgetError, TargetError, TunexError
+from tunex.errors import BudgetError, ConfigError, TargetError, TunexError
 from tunex.targets import make_target
 from tunex.trial import Config, Measurement, Status
 from tunex.tuner import Budget
@@ -424,3 +424,21 @@ def test_slow_space_building_shows_progress_and_stops_at_its_limit(monkeypatch, 
         _tied(7)()
     assert time.monotonic() - start < 10
     assert "still counting the valid points" in caplog.text
+
+
+@pytest.mark.parametrize("path, says", [
+    ("os:getcwd", "is not a tunex Kernel class"),  # a function: it used to be called
+    ("os:path", "is not a tunex Kernel class"),  # a module: "'module' object is not callable"
+    ("tunex.kernel:CKernel", "the kernel class must define"),  # abstract: a TypeError
+])
+def test_a_registered_name_for_something_not_a_kernel_is_a_config_error(monkeypatch, path,
+                                                                        says) -> None:
+    """TUNEX_KERNELS (or an entry point) naming what is not a kernel class: one clear error,
+    as for a spec given directly."""
+    import tunex.kernel as registry
+
+    registry._load()
+    monkeypatch.setitem(registry._REGISTRY, "notakernel", path)
+    with pytest.raises(ConfigError, match=says):
+        registry.get_kernel("notakernel")
+    assert "notakernel" not in registry._INSTANCES

@@ -513,6 +513,18 @@ def _import_class(path: str) -> Any:
         raise ConfigError(f"{module} has no {attr!r} (from kernel {path!r})") from None
 
 
+def _kernel_class(cls: Any, where: str) -> type[Kernel]:
+    """``cls`` if it is a kernel class that can be made, else a ConfigError naming ``where``."""
+    if not (isinstance(cls, type) and issubclass(cls, Kernel)):
+        raise ConfigError(f"{where} is not a tunex Kernel class (subclass tunex.kernel.CKernel "
+                          "or kernels.TritonKernel)")
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:
+        raise ConfigError(f"{where}: the kernel class must define {', '.join(missing)} "
+                          "(see tunex.kernel's Kernel and CKernel)")
+    return cls
+
+
 def _from_spec(spec: str) -> Kernel:
     """The kernel a ``module:Class`` or ``file.py:Class`` spec names, registered under its
     ``name`` here and, through ``TUNEX_KERNELS``, in the worker processes started later."""
@@ -521,15 +533,7 @@ def _from_spec(spec: str) -> Kernel:
         spec = f"{os.path.abspath(module)}:{attr}"
     if "," in spec or "=" in spec:  # TUNEX_KERNELS's separators
         raise ConfigError(f"{spec!r}: a kernel path may not contain ',' or '='")
-    cls = _import_class(spec)
-    if not (isinstance(cls, type) and issubclass(cls, Kernel)):
-        raise ConfigError(f"{spec!r} is not a tunex Kernel class (subclass tunex.kernel.CKernel "
-                          "or kernels.TritonKernel)")
-    missing = sorted(getattr(cls, "__abstractmethods__", ()))
-    if missing:
-        raise ConfigError(f"{spec!r}: the kernel class must define {', '.join(missing)} "
-                          "(see tunex.kernel's Kernel and CKernel)")
-    kernel = cls()
+    kernel = _kernel_class(_import_class(spec), repr(spec))()
     name = getattr(kernel, "name", "")
     if not isinstance(name, str) or not name.isidentifier():
         raise ConfigError(f"{spec!r}: a kernel class needs a `name` attribute that is an "
@@ -570,6 +574,7 @@ def get_kernel(name: str | Kernel) -> Kernel:
             raise ConfigError(f"unknown kernel {name!r}; choose one of {available_kernels()}"
                               " (or name yours: package.module:Class or file.py:Class, or "
                               "TUNEX_KERNELS=name=package.module:Class)")
-        kernel = _import_class(path)()
+        # named by TUNEX_KERNELS or an entry point: checked as a spec given directly is
+        kernel = _kernel_class(_import_class(path), f"kernel {name!r} ({path})")()
         _INSTANCES[name] = kernel
     return kernel
