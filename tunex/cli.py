@@ -405,6 +405,10 @@ def _export_kt(db: Any, args: argparse.Namespace, one: Any, fmt: str) -> int:
 
     if one is None:
         found = find_workloads(db, kernel=args.kernel)
+        if not found:
+            raise TunexError(f"no workload{f' of kernel {args.kernel!r}' if args.kernel else ''} "
+                             f"in {db!r}: nothing to export (tunex db workloads lists what it "
+                             "holds)")
         if len(found) != 1:
             raise TunexError(f"a {fmt} file holds one workload and {len(found)} match: pass "
                              "--workload ID (tunex db workloads lists them)")

@@ -118,6 +118,10 @@ def test_cli_import_and_clear_errors(tmp_path: Path, capsys) -> None:
     assert main(["db", "export", "--db", str(db), "--format", "kernel_tuner", "-o",
                  str(tmp_path / "x.json")]) == 2
     assert "2 match: pass --workload ID" in capsys.readouterr().err
+    # a kernel the database does not hold: said so, not "pass --workload ID" for 0 matches
+    assert main(["db", "export", "--db", str(db), "--format", "t4", "--kernel", "nope", "-o",
+                 str(tmp_path / "x.json")]) == 2
+    assert "no workload of kernel 'nope'" in capsys.readouterr().err
     with Database(tmp_path / "empty.db") as empty, pytest.raises(TunexError, match="no trial"):
         export_t4(empty, ReplayTarget(src).workload(), tmp_path / "none.json")
 
