@@ -278,3 +278,38 @@ def test_a_service_folder_that_cannot_be_made_is_one_error_and_no_error_for_buil
     with pytest.raises(ConfigError, match="TUNEX_SERVICE_DIR"):
         ServiceExecutor(service_address("replay"))
     assert not os.path.lexists(tmp_path / "s.sock")
+
+
+def test_a_service_that_does_not_answer_is_an_error_not_a_hang(service_dir, tmp_path,
+                                                               monkeypatch):
+    """A stopped service (kill -STOP) accepts connections in the kernel and answers nothing:
+    `--service` once waited forever. A client that says nothing once held the service's accept
+    loop, so no other search got in."""
+    import socket
+
+    from tunex.cluster import _service
+
+    monkeypatch.setattr(_service, "CONNECT_TIMEOUT", 1.0)
+    mute = tmp_path / "mute.sock"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(mute))
+        s.listen()  # never accepts, like a stopped process
+        start = time.monotonic()
+        with pytest.raises(TargetError, match="does not answer in 1 s"):
+            ServiceExecutor(str(mute))
+        with pytest.raises(ConfigError, match="does not answer"):
+            Service(f"replay:{recorded('pnpoly/RTX_2080_Ti.json.gz')}",
+                    LocalOptions(build_workers=1, measure_workers=1), address=str(mute))
+        assert time.monotonic() - start < 10
+    spec = f"replay:{recorded('pnpoly/RTX_2080_Ti.json.gz')}"
+    svc = serve(spec)
+    silent = socket.socket(socket.AF_UNIX)
+    try:
+        silent.connect(svc.address)  # connects and never proves the key
+        with ServiceExecutor(svc.address, spec=spec) as ex, Database(tmp_path / "m.db") as db:
+            t = ex.target
+            assert Tuner(t, t.space, db=db, executor=ex, strategy="random", seed=0,
+                         budget="3trials").run().trials == 3
+    finally:
+        silent.close()
+        svc.close()

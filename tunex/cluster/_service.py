@@ -35,7 +35,13 @@ import threading
 from collections.abc import Callable, Collection
 from concurrent.futures import Future, InvalidStateError
 from multiprocessing import AuthenticationError
-from multiprocessing.connection import Client, Connection, Listener
+from multiprocessing.connection import (
+    Client,
+    Connection,
+    Listener,
+    answer_challenge,
+    deliver_challenge,
+)
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +72,34 @@ def service_address(target_name: str) -> str:
     ``cpu``, ``riscv-sim``...). Naming it creates nothing (a read-only home is no error)."""
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in target_name)
     return str(_folder(create=False) / f"service-{safe}.sock")
+
+
+#: seconds a search waits for a service to answer its connection (a stopped or hung service
+#: would otherwise hold the search forever)
+CONNECT_TIMEOUT = 10.0
+
+
+def _connect(address: str, hello: bool = True) -> tuple[Connection, Any]:
+    """A connection to the service at ``address`` that proved the key both ways, and (with
+    ``hello``) the service's first message; ``TimeoutError`` after :data:`CONNECT_TIMEOUT`."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            conn = Client(address, family="AF_UNIX", authkey=_key())
+            box["hello"] = conn.recv() if hello else None
+            box["conn"] = conn
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(CONNECT_TIMEOUT)
+    if t.is_alive():
+        raise TimeoutError(f"no answer in {CONNECT_TIMEOUT:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["conn"], box["hello"]
 
 
 def _key() -> bytes:
@@ -110,7 +144,11 @@ class Service:
                               "it; give another --socket (a path that does not exist)")
         if os.path.exists(self.address):
             try:  # a live service answers; a dead one's socket is left over
-                Client(self.address, family="AF_UNIX", authkey=_key()).close()
+                _connect(self.address, hello=False)[0].close()
+            except TimeoutError:
+                raise ConfigError(f"a process holds {self.address} but does not answer (a "
+                                  "stopped or hung tunex service?): end it, or give another "
+                                  "--socket") from None
             except OSError:
                 os.unlink(self.address)
             except AuthenticationError:  # live, with the key of another TUNEX_SERVICE_DIR
@@ -125,7 +163,10 @@ class Service:
                               "(at most 100 bytes): give a shorter --socket or TUNEX_SERVICE_DIR")
         try:
             os.makedirs(os.path.dirname(self.address) or ".", exist_ok=True)
-            self.listener = Listener(self.address, family="AF_UNIX", authkey=_key())
+            # no authkey here: each client proves the key in its own thread, so one that
+            # connects and says nothing holds up no other search
+            self._authkey = _key()
+            self.listener = Listener(self.address, family="AF_UNIX")
             os.chmod(self.address, 0o600)
         except OSError as e:
             raise ConfigError(f"cannot listen at {self.address} ({e.strerror or e}): give "
@@ -150,8 +191,7 @@ class Service:
         while not self._closed.is_set():
             try:
                 conn = self.listener.accept()
-            except (OSError, EOFError, AuthenticationError):  # closed, or a client that did
-                # not prove the key (or went away first): the service goes on
+            except (OSError, EOFError):  # closed, or a client gone at once: the service goes on
                 if self._closed.is_set():
                     break
                 continue
@@ -170,6 +210,12 @@ class Service:
                 os.unlink(self.address)
 
     def _client(self, conn: Connection) -> None:
+        try:
+            deliver_challenge(conn, self._authkey)
+            answer_challenge(conn, self._authkey)
+        except (OSError, EOFError, AuthenticationError):  # another key, or gone: turned away
+            conn.close()
+            return
         lock = threading.Lock()
         running: dict[int, Future[Any]] = {}  # trials and builds of this client, by its ids
 
@@ -235,8 +281,11 @@ class ServiceExecutor(Executor):
     def __init__(self, address: str, spec: str | None = None) -> None:
         self.address = address
         try:
-            self._conn = Client(address, family="AF_UNIX", authkey=_key())
-            _kind, hello = self._conn.recv()
+            self._conn, (_kind, hello) = _connect(address)
+        except TimeoutError:
+            raise TargetError(f"the tunex service at {address} does not answer in "
+                              f"{CONNECT_TIMEOUT:g} s (stopped or hung?): restart it (`tunex "
+                              "serve --target TARGET`), or search without --service") from None
         except (OSError, EOFError) as e:
             raise TargetError(f"no tunex service at {address} ({e.__class__.__name__}): start "
                               "one with `tunex serve --target TARGET`") from None
