@@ -53,6 +53,10 @@ def test_a_devices_file_gives_one_device_per_board_and_simulator_slot(tmp_path):
     ("[board]\nname = 'a'\n", "[[board]] table"),
     ("[[board]]\nname = 'a'\n[[board]]\nname = 'a'\n", "unique name"),
     ("[[device]]\nname = 'a'\nresources = {GPU = 1}\n", "gpus = N"),
+    ("[[board]]\nname = 'a'\nresource = 'CPU'\n", "not Ray's own 'CPU'"),
+    ("[[simulator]]\nresource = 'GPU'\n", "not Ray's own 'GPU'"),
+    ("[[device]]\nname = 'a'\ngpus = nan\n", "'gpus' must be a number >= 0, not nan"),
+    ("[[device]]\nname = 'a'\nresources = {x = inf}\n", "table of positive amounts"),
     ("", "declares no device"),
     ("[[board]\n", "not valid TOML"),
 ])

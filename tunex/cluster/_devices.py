@@ -28,6 +28,7 @@ and the devices file says which actors to create (``tunex search ... --ray --dev
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,21 +90,27 @@ def simulator_devices(slots: int, resource: str = "riscv-sim",
     return tuple(Device(f"{base}{i}", {resource: 1.0}) for i in range(slots))
 
 
+_RAY_OWN = {"CPU", "GPU", "memory", "object_store_memory"}  # Ray's own resources
+
+
 def _str(entry: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
     value = entry.get(key, default)
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: {key!r} must be a non-empty string, not {value!r}; "
                           + _EXAMPLE)
+    if key == "resource" and value in _RAY_OWN:
+        raise ConfigError(f"{where}: 'resource' names a custom resource of the node the "
+                          f"device is on (e.g. board:bpi1), not Ray's own {value!r}; " + _EXAMPLE)
     return value
 
 
 def _resources(value: Any, where: str) -> dict[str, float]:
     if not isinstance(value, Mapping) or not value or not all(
             isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
-            and v > 0 for k, v in value.items()):
+            and 0 < v < math.inf for k, v in value.items()):
         raise ConfigError(f"{where}: 'resources' must be a table of positive amounts, e.g. "
                           f'resources = {{"a100" = 1}}, not {value!r}')
-    if set(value) & {"CPU", "GPU", "memory", "object_store_memory"}:
+    if set(value) & _RAY_OWN:
         raise ConfigError(f"{where}: 'resources' names custom resources only; reserve GPUs "
                           "with gpus = N")
     return {k: float(v) for k, v in value.items()}
@@ -141,8 +148,10 @@ def _parse(doc: Mapping[str, Any], source: str) -> tuple[Device, ...]:
             else:
                 name = _str(e, "name", where)
                 gpus = e.get("gpus", 0)
-                if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or gpus < 0:
-                    raise ConfigError(f"{where}: 'gpus' must be a number >= 0, not {gpus!r}")
+                if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) \
+                        or not 0 <= gpus < math.inf:
+                    raise ConfigError(f"{where}: 'gpus' must be a number >= 0, not {gpus!r}; "
+                                      + _EXAMPLE)
                 options = e.get("options", {})
                 if not isinstance(options, Mapping):
                     raise ConfigError(f"{where}: 'options' must be a table")
