@@ -82,6 +82,7 @@ def test_a_replay_is_noisy_only_when_told_so(value, noisy):
     (["--budget", "0trials"], "allows no trial"),
     (["--shape", "M=4"], "drop the kernel and --shape"),
     (["--measure-timeout", "0"], "--measure-timeout"),
+    (["--optuna-storage", ""], "--optuna-storage needs a storage URL"),  # once ignored
 ])
 def test_search_arguments_that_would_run_nothing_are_errors(extra, says, tmp_path, capsys):
     rc = main(["search", "--target", f"replay:{RECORDED}", "--db", str(tmp_path / "x.db"),

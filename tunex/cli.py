@@ -82,6 +82,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     budget = Budget.parse(args.budget)
+    if args.optuna_storage is not None and not args.optuna_storage.strip():
+        raise TunexError("--optuna-storage needs a storage URL (e.g. sqlite:///optuna.db); "
+                         "leave the flag out to mirror nothing")
     _check_numbers(args, workers_least=0, more=(("--batch", args.batch, 1),
                                                 ("--seed", args.seed, 0),
                                                 ("--patience", args.patience, 1),
