@@ -28,6 +28,14 @@ def service_dir(tmp_path, monkeypatch):
     return tmp_path / "svc"
 
 
+def _three_trials_through(address: str, spec: str, db_path: Path) -> int:
+    """A 3-trial search through the service at ``address``: the trials it recorded."""
+    with ServiceExecutor(address, spec=spec) as ex, Database(db_path) as db:
+        t = ex.target
+        return Tuner(t, t.space, db=db, executor=ex, strategy="random", seed=0,
+                     budget="3trials").run().trials
+
+
 def serve(spec: str) -> Service:
     svc = Service(spec, LocalOptions(build_workers=1, measure_workers=1))
     threading.Thread(target=svc.serve, daemon=True).start()
@@ -254,10 +262,7 @@ def test_a_client_of_another_key_is_refused_and_the_service_goes_on(service_dir,
         with pytest.raises(ConfigError, match="already listens"):
             Service(spec, LocalOptions(build_workers=1, measure_workers=1), address=svc.address)
         monkeypatch.setenv("TUNEX_SERVICE_DIR", str(service_dir))
-        with ServiceExecutor(svc.address, spec=spec) as ex, Database(tmp_path / "k.db") as db:
-            t = ex.target
-            assert Tuner(t, t.space, db=db, executor=ex, strategy="random", seed=0,
-                         budget="3trials").run().trials == 3
+        assert _three_trials_through(svc.address, spec, tmp_path / "k.db") == 3
     finally:
         svc.close()
 
@@ -306,10 +311,7 @@ def test_a_service_that_does_not_answer_is_an_error_not_a_hang(service_dir, tmp_
     silent = socket.socket(socket.AF_UNIX)
     try:
         silent.connect(svc.address)  # connects and never proves the key
-        with ServiceExecutor(svc.address, spec=spec) as ex, Database(tmp_path / "m.db") as db:
-            t = ex.target
-            assert Tuner(t, t.space, db=db, executor=ex, strategy="random", seed=0,
-                         budget="3trials").run().trials == 3
+        assert _three_trials_through(svc.address, spec, tmp_path / "m.db") == 3
     finally:
         silent.close()
         svc.close()
