@@ -235,6 +235,18 @@ def test_passing_a_tuned_parameter_is_an_error(db_path: Path) -> None:
         k[grid(64)](x, y, out, 64, BLOCK=32)
 
 
+def test_a_call_missing_an_argument_is_refused_before_anything_is_tuned(db_path: Path) -> None:
+    # it was tuned (every trial failing, recorded under n=None) and its decision kept before
+    # the launch said what was missing
+    k, bench = make_add(db_path, mode="on_miss")
+    x, y, out = data(300)
+    with pytest.raises(TypeError, match=r"missing .*'n'"):
+        k[grid(300)](x, y, out)
+    assert k.tunings == 0 and k.last is None and bench.calls == [] and not db_path.exists()
+    call_add(k, 300)  # the same pattern, called right, resolves and launches
+    assert k.last.source == "tuned" and k.last.key == {"n": 300}
+
+
 # -- modes -------------------------------------------------------------------------------------
 
 

@@ -34,6 +34,7 @@ class ResolutionMixin:
 
     name: str
     kernel_hash: str
+    arg_names: list[str]
     key_names: list[str]
     interpreted: bool
     mode: str
@@ -136,6 +137,7 @@ class ResolutionMixin:
                  ) -> tuple[Entry, bool]:
         started = time.perf_counter()
         named = self._bind(args, kwargs)
+        self._check_complete(named)
         workload, raw = self.workload(named)
         wkey = workload.key
         mode = R.resolve_mode(self.mode)
@@ -157,6 +159,15 @@ class ResolutionMixin:
         self.best_config = self.triton_config(config) if self._tconfigs else config
         self._select(workload, raw, config, source, reason, mode, started, **extra)
         return entry, tuned
+
+    def _check_complete(self, named: Mapping[str, Any]) -> None:
+        """Refuse a call that leaves out an argument no config gives, before it is keyed,
+        tuned or recorded (it would be resolved under ``None`` only for the launch to fail)."""
+        given = set(self.space.names) | {k for tc in self._tconfigs.values() for k in tc.kwargs}
+        missing = [n for n in self.arg_names if n not in named and n not in given]
+        if missing:
+            raise TypeError(f"{self.name}() missing required argument(s) {missing}: pass them "
+                            "to the call (nothing was tuned or recorded for it)")
 
     def _select(self, workload: Workload, raw: Mapping[str, Any], config: Config, source: str,
                 reason: str, mode: str, started: float, **extra: Any) -> None:
