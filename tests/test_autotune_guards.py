@@ -42,6 +42,28 @@ def test_an_index_space_search_measures_its_configs(db_path: Path) -> None:  # n
 
 
 
+def test_an_index_recorded_for_one_config_list_is_not_read_for_another(db_path: Path  # noqa: F811
+                                                                     ) -> None:
+    # an index space's trials say config=1: with another list, config=1 is another config,
+    # which was launched as the database's best though it was never measured
+    def bench(call, config):
+        call()
+        return [2.0 if config["config"] == 0 else 1.0]
+
+    first = [triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64}, maxnreg=128)]
+    tuner, _ = make_add(db_path, configs=first, mode="on_miss", bench=bench)
+    call_add(tuner, 100)
+    assert tuner.last.source == "tuned" and tuner.best_config is first[1]
+    same, _ = make_add(db_path, configs=list(first))  # the same list: its trials still count
+    call_add(same, 100)
+    assert same.last.source == "db" and same.best_config is first[1]
+    changed = [first[0], triton.Config({"BLOCK": 128}, maxnreg=128), first[1]]
+    k, _ = make_add(db_path, configs=changed)
+    call_add(k, 100)
+    assert k.last.source == "default" and k.best_config is changed[0]
+    assert k.kernel_hash != tuner.kernel_hash == same.kernel_hash
+
+
 
 
 def test_the_built_in_timer_gives_times(db_path: Path) -> None:  # noqa: F811

@@ -7,6 +7,7 @@ miss in :mod:`._tune`, the ``triton.Config`` adapter in :mod:`._configs`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import textwrap
 import threading
@@ -45,7 +46,8 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
 
     Attributes:
         fn: the wrapped kernel.
-        name, kernel_hash: the kernel's identity in workloads.
+        name, kernel_hash: the kernel's identity in workloads (the hash of its source, and of
+            its config list too where the space is an index into that list).
         space: the space of configs (from ``space=`` or from the ``configs=`` list).
         tunings: how many workloads this kernel tuned in this process.
         last: the last :class:`~tunex.decorator.Selection` made.
@@ -106,6 +108,10 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
             first = Config(_tconfig_dict(configs[0]))
             self._default = next(c for c, tc in self._tconfigs.items() if tc is configs[0]) \
                 if "config" in self.space.names else first
+            if "config" in self.space.names:  # an index means nothing without its list
+                listed = "\n".join(Config(_tconfig_dict(tc)).key for tc in self._tconfigs.values())
+                self.kernel_hash = hashlib.sha256(
+                    f"{self.kernel_hash}\n{listed}".encode()).hexdigest()[:16]
         else:
             if not isinstance(space, Space):
                 raise ConfigError(f"{self.name}: space= takes a tunex.Space, got {space!r}; "
