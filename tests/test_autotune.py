@@ -194,6 +194,20 @@ def test_bucket_argument_with_list_key(db_path: Path) -> None:
     assert k.tunings == 1
 
 
+def test_a_float_key_equal_to_an_int_is_that_int(db_path: Path) -> None:
+    # n=100.0 and n=100 share one entry of the launch cache: n=100.0 made its own workload
+    # (not bucketed, no database row: the default), which every later n=100 call then used
+    tuner, _ = make_add(db_path, mode="on_miss")
+    call_add(tuner, 100)
+    k, _ = make_add(db_path)
+    x, y, out = data(100)
+    k[grid(100)](x, y, out, 100.0)
+    assert k.last.source == "db" and k.last.config == tuner.last.config
+    assert k.last.workload == tuner.last.workload and k.last.key == {"n": 100}
+    call_add(k, 100)
+    assert k.last.config == tuner.last.config
+
+
 def test_dtype_is_part_of_the_key(db_path: Path) -> None:
     k, _ = make_add(db_path, mode="on_miss")
     call_add(k, 256)

@@ -85,6 +85,8 @@ class ResolutionMixin:
             v = named.get(n)
             if hasattr(v, "dtype"):
                 v = v.dtype
+            elif isinstance(v, float) and v.is_integer():  # 100.0 == 100: one raw cache key,
+                v = int(v)  # so one workload too (else the first call's config served both)
             raw[n] = _plain(v)
             problem[n] = _plain(self._buckets[n](v))
         if self._problem_fn is not None:
