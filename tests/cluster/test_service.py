@@ -315,3 +315,19 @@ def test_a_service_that_does_not_answer_is_an_error_not_a_hang(service_dir, tmp_
     finally:
         silent.close()
         svc.close()
+
+
+def test_a_replay_named_by_another_path_is_the_same_target(service_dir, tmp_path,
+                                                           monkeypatch):
+    """`--service --target replay:./x.json` against a service of `replay:/abs/x.json` was
+    refused as another target (the specs were compared as text)."""
+    path = Path(recorded("pnpoly/RTX_2080_Ti.json.gz"))
+    svc = serve(f"replay:{path}")
+    try:
+        monkeypatch.chdir(path.parent)
+        assert _three_trials_through(svc.address, f"replay:./{path.name}",
+                                     tmp_path / "r.db") == 3
+        with pytest.raises(ConfigError, match="runs --target"):
+            ServiceExecutor(svc.address, spec=f"replay:./{path.name}?noisy=1")
+    finally:
+        svc.close()

@@ -102,6 +102,16 @@ def _connect(address: str, hello: bool = True) -> tuple[Connection, Any]:
     return box["conn"], box["hello"]
 
 
+def canonical_spec(spec: str) -> str:
+    """``spec`` as a service and its clients compare it: a replay file's path made absolute
+    (``replay:./x.json`` in one folder is ``replay:/abs/x.json``)."""
+    name, sep, rest = spec.partition(":")
+    if name != "replay" or not sep:
+        return spec
+    path, q, query = rest.partition("?")
+    return f"replay:{os.path.abspath(os.path.expanduser(path))}{q}{query}"
+
+
 def _key() -> bytes:
     """The key every connection proves it holds: a file readable by this user only."""
     path = _folder() / "service.key"
@@ -136,7 +146,7 @@ class Service:
                  address: str | None = None) -> None:
         from tunex.targets import make_target
 
-        self.spec = spec
+        self.spec = canonical_spec(spec)
         self.target = make_target(spec)
         self.address = address or service_address(self.target.name)
         if os.path.lexists(self.address) and not stat.S_ISSOCK(os.lstat(self.address).st_mode):
@@ -294,7 +304,7 @@ class ServiceExecutor(Executor):
                               f"{_folder() / 'service.key'}: it was started with another "
                               "TUNEX_SERVICE_DIR (or by another user); use the same "
                               "TUNEX_SERVICE_DIR as `tunex serve`") from None
-        if spec is not None and spec != hello["spec"]:
+        if spec is not None and canonical_spec(spec) != canonical_spec(hello["spec"]):
             self._conn.close()
             raise ConfigError(f"the service at {address} runs --target {hello['spec']}, not "
                               f"{spec}: start one for {spec} (tunex serve --target {spec} "
