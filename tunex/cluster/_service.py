@@ -103,13 +103,13 @@ def _connect(address: str, hello: bool = True) -> tuple[Connection, Any]:
 
 
 def canonical_spec(spec: str) -> str:
-    """``spec`` as a service and its clients compare it: a replay file's path made absolute
-    (``replay:./x.json`` in one folder is ``replay:/abs/x.json``)."""
+    """``spec`` as a service and its clients compare it: a replay file's path made absolute,
+    links resolved (``replay:./x.json`` in one folder is ``replay:/abs/x.json``)."""
     name, sep, rest = spec.partition(":")
     if name != "replay" or not sep:
         return spec
     path, q, query = rest.partition("?")
-    return f"replay:{os.path.abspath(os.path.expanduser(path))}{q}{query}"
+    return f"replay:{os.path.realpath(os.path.expanduser(path))}{q}{query}"
 
 
 def _key() -> bytes:
