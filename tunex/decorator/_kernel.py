@@ -156,6 +156,16 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
         sig = inspect.signature(self.base_fn)
         self._defaults = {p.name: p.default for p in sig.parameters.values()
                           if p.default is not inspect.Parameter.empty}
+        # what a call need not pass: the config's parameters, the signature's defaults and
+        # what triton.heuristics wrappers compute at launch
+        self._given = set(self.space.names) | set(self._defaults) | {
+            k for tc in self._tconfigs.values() for k in tc.kwargs}
+        inner: Any = fn
+        while inner is not None:
+            values = getattr(inner, "values", None)
+            if isinstance(values, dict):
+                self._given |= set(values)
+            inner = getattr(inner, "fn", None)
         self._dtype_names: list[str] | None = None if o.dtypes else []
 
         # benchmarking hooks, as triton.autotune has them
@@ -184,11 +194,9 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
     def _check_default(self, default: Config, space: Space) -> None:
         """The default of a ``space=`` kernel names each parameter with one of its values
         (its constraints may read problem sizes, checked once they are known)."""
-        problems = [f"it lacks {n!r}" for n in space.names if n not in default]
-        problems += [f"{k!r} is neither a space parameter {list(space.names)} nor a launch "
-                     "option" for k in default if k not in space.names and k not in LAUNCH_OPTIONS]
-        problems += [f"{k}={default[k]!r} is not one of {list(space.param(k).values)}"
-                     for k in space.names if k in default and default[k] not in space.param(k)]
+        domains = Space(space.params, name=space.name)  # its constraints wait for the problem
+        problems = domains.violations(
+            {k: v for k, v in default.items() if k not in LAUNCH_OPTIONS})
         if problems:
             raise ConfigError(f"{self.name}: default={dict(default)} is not a config of the "
                               f"space ({'; '.join(problems)}): it would be launched as is where "

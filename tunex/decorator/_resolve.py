@@ -33,10 +33,9 @@ class ResolutionMixin:
     attributes, declared here)."""
 
     name: str
-    fn: Any
     kernel_hash: str
     arg_names: list[str]
-    _defaults: dict[str, Any]
+    _given: set[str]
     key_names: list[str]
     interpreted: bool
     mode: str
@@ -167,15 +166,7 @@ class ResolutionMixin:
     def _check_complete(self, named: Mapping[str, Any]) -> None:
         """Refuse a call that leaves out an argument no config gives, before it is keyed,
         tuned or recorded (it would be resolved under ``None`` only for the launch to fail)."""
-        given = set(self.space.names) | {k for tc in self._tconfigs.values() for k in tc.kwargs}
-        given |= set(self._defaults)  # the signature's defaults
-        inner = self.fn
-        while inner is not None:  # triton.heuristics wrappers compute theirs at launch
-            values = getattr(inner, "values", None)
-            if isinstance(values, dict):
-                given |= set(values)
-            inner = getattr(inner, "fn", None)
-        missing = [n for n in self.arg_names if n not in named and n not in given]
+        missing = [n for n in self.arg_names if n not in named and n not in self._given]
         if missing:
             raise TypeError(f"{self.name}() missing required argument(s) {missing}: pass them "
                             "to the call (nothing was tuned or recorded for it)")
