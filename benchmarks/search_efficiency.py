@@ -1239,6 +1239,7 @@ def loo_compare_table(doc: dict[str, Any], facts: dict[str, dict[str, Any]], mod
     loo = doc.get("loo", {})
     names = strategy_order(others)
     rows, ahead, tied, n_spaces, behind_any, behind_loose = [], 0, 0, 0, 0, 0
+    ceiling_ratio, ceiling_within, own_ratio, own_within = [], [], [], []
     beaten = dict.fromkeys(names, 0)  # spaces where cold model's median is below this one's
     counted = dict.fromkeys(names, 0)
     sig = {st: [0, 0] for st in names}  # spaces where model is significantly [ahead, behind]
@@ -1252,6 +1253,13 @@ def loo_compare_table(doc: dict[str, Any], facts: dict[str, dict[str, Any]], mod
         n_spaces += 1
         m = float(np.median(cold))
         best = min(med.values())
+        # the ceiling of choosing among these methods per space, after the fact
+        r_med = f["random"]["0.95"]["median"]
+        ceiling_ratio.append(r_med / min(best, m))
+        own_ratio.append(r_med / m)
+        own_within.append(float(np.mean([t <= b for t in cold])))
+        ceiling_within.append(max(own_within[-1],
+                                  *(float(np.mean([x <= b for x in t])) for t in runs.values())))
         winners = [st for st in names if med.get(st) == min(best, m)]
         if m < best:
             ahead += 1
@@ -1306,7 +1314,16 @@ def loo_compare_table(doc: dict[str, Any], facts: dict[str, dict[str, Any]], mod
              f"({pct((n_spaces - behind_any) / n_spaces)})**; without the correction on "
              f"{n_spaces - behind_loose} ({pct((n_spaces - behind_loose) / n_spaces)}). Spaces "
              f"where `{model}` is significantly faster / slower than each (uncorrected): "
-             + ", ".join(f"{st} {a} / {z}" for st, (a, z) in sig.items()) + "."]
+             + ", ".join(f"{st} {a} / {z}" for st, (a, z) in sig.items()) + ".",
+             "",
+             "The ceiling of choosing among these methods: with each space's best strategy "
+             f"picked after the fact (the lowest median of the {len(names) + 1}, `{model}` "
+             "included), the median over spaces of random's median over that median would be "
+             f"**{float(np.median(ceiling_ratio)):.1f}x** (`{model}` alone: "
+             f"{float(np.median(own_ratio)):.1f}x); with the strategy that reaches 95% by trial "
+             f"{b} most often picked per space, that share would average "
+             f"**{pct(float(np.mean(ceiling_within)))}** (`{model}` alone: "
+             f"{pct(float(np.mean(own_within)))})."]
     return lines
 
 
