@@ -808,6 +808,10 @@ def test_a_time_only_budget_runs_the_default_strategy(db_path: Path) -> None:
     # searched by "model", not enumerated from the smallest BLOCK
     assert {t.strategy for t in trials} == {"autotune:model"} and len(trials) >= 2
     assert "(model" in k.last.reason
+    assert k.last.transfer == 0 and "warm start" not in k.last.reason  # nothing to start from
+    call_add(k, 40000)  # another shape: its search starts from the first one's trials
+    assert k.last.source == "tuned" and k.last.transfer == 1
+    assert "warm start from 1 other workload" in k.last.reason
 
 
 def test_a_new_shape_measures_the_best_configs_of_known_shapes_first(db_path: Path) -> None:

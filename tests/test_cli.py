@@ -63,6 +63,26 @@ def test_quiet_output_is_json(tmp_path, capsys):
                  str(tmp_path / "q.db"), "-q", "--strategy", "random", "--seed", "0"]) == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["trials"] == 5 and set(line["config"]) >= {"block_size_x", "tile_size"}
+    assert "transfer" not in line  # no other workload of the kernel in the database
+
+
+def test_a_warm_start_is_shown_with_what_it_took(tmp_path, capsys):
+    db = str(tmp_path / "w.db")
+    for gpu in ("RTX_2080_Ti", "RTX_3060_laptop"):
+        assert main(["search", "--target", f"replay:{recorded(f'pnpoly/{gpu}.json.gz')}",
+                     "--budget", "12trials", "--db", db, "-q", "--seed", "0"]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["transfer"]["used"] == 1 and line["transfer"]["trials"] == 12
+    assert len(line["transfer"]["first"]) == 2
+    data = recorded("pnpoly/RTX_3060_laptop.json.gz")
+    assert main(["search", "--target", f"replay:{data}", "--budget", "14trials", "--db", db,
+                 "--seed", "0"]) == 0
+    table = " ".join("".join(capsys.readouterr()).split())  # the table, on stderr
+    assert "warm start from 1 of 1 other workload (12 trials)" in table
+    assert "--no-transfer: search cold" in table
+    assert main(["search", "--target", f"replay:{data}", "--budget", "16trials", "--db", db,
+                 "-q", "--no-transfer"]) == 0
+    assert "transfer" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -223,9 +223,18 @@ def test_transfer_warm_start_from_other_workloads(tmp_path):
     with Database(tmp_path / "x.db") as db:
         Tuner(src, src.space, db=db, strategy="random", seed=0, budget="150trials").run()
         tuner = Tuner(dst, dst.space, db=db, strategy="model", seed=0, budget="5trials")
-        tuner.run()
+        res = tuner.run()
         assert tuner.strategy._other is not None  # trained on the A4000 trials
         assert db.count(dst.workload()) == 5
+        # the result says what the search took from the other workload
+        assert res.transfer is not None and res.transfer["used"] == 1
+        assert res.transfer["trials"] == 150 and len(res.transfer["first"]) == 2
+        cold = Tuner(dst, dst.space, db=db, strategy="model", seed=0, budget="5trials",
+                     transfer=False).run()
+        assert cold.transfer is None
+        blind = Tuner(dst, dst.space, db=db, strategy="random", seed=0, budget="5trials").run()
+        assert blind.transfer is not None and blind.transfer["used"] == 0
+        assert "does not learn from other workloads" in blind.transfer["why"]
         assert len(db.workloads()) == 2
         assert json.loads(json.dumps(dst.workload().target))["device"].startswith("NVIDIA A100")
 

@@ -293,9 +293,34 @@ def _summary(result: Any, versus: dict[str, Any] | None = None) -> dict[str, Any
             "spread": None if best is None else best.spread,
             "repeats": None if best is None else len(best.times_ms),
             "config": None if best is None else best.config.to_dict()}
+    if result.transfer is not None:
+        out["transfer"] = result.transfer
     if versus is not None:
         out["baseline"] = versus
     return out
+
+
+def _transfer_text(tr: dict[str, Any], best: Any) -> str:
+    """What a search took from the kernel's other workloads, in a sentence."""
+    from tunex.trial import Config
+
+    n = tr["workloads"]
+    left = ", ".join(f"{k} {v}" for k, v in tr.get("left_out", {}).items() if v)
+    if not tr["used"]:
+        return (f"{n} other workload{'s' * (n != 1)} of this kernel in the database, none used: "
+                + (tr.get("why") or f"left out: {left}"))
+    out = (f"warm start from {tr['used']} of {n} other workload{'s' * (n != 1)} "
+           f"({tr['trials']:,} trials)" + (f"; left out: {left}" if left else ""))
+    first = [Config(c) for c in tr.get("first", [])]
+    if first:
+        out += f"; their {len(first)} best configs were proposed first"
+        if best is not None and best.config in first:
+            out += ", and the winner is one of them"
+    if tr.get("rank_correlation") is not None:
+        out += (f"; their model ranks this workload's trials at {tr['rank_correlation']:+.2f} "
+                "(rank correlation), so their trials " + ("stay in its training" if tr["model_kept"]
+                                                           else "were dropped from it"))
+    return out + " (--no-transfer: search cold)"
 
 
 def _report(console: Any, result: Any, space: Any, args: argparse.Namespace,
@@ -319,10 +344,12 @@ def _report(console: Any, result: Any, space: Any, args: argparse.Namespace,
                   "measured side by side)" if versus["speedup"] is not None
                   else f"not measured: {versus['error']}")
     t.add_row("this run", f"{result.new_trials} new trials in {result.seconds:.1f} s; "
-              f"{result.proposals} configs proposed (one already in the database is answered "
-              f"from it, without a trial); stopped: {result.stopped}")
+              f"{result.proposals} configs proposed (a config already in the database is "
+              f"answered from it, without a trial); stopped: {result.stopped}")
     if result.failures:
         t.add_row("failures", ", ".join(f"{k}: {v}" for k, v in sorted(result.failures.items())))
+    if result.transfer is not None:
+        t.add_row("transfer", _transfer_text(result.transfer, result.best))
     console.print(t)
 
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from tunex.cluster import Activity, Executor, InlineExecutor
 from tunex.db import Database
@@ -111,6 +112,10 @@ class TuneResult:
     seconds: float
     stopped: str
     failures: dict[str, int] = field(default_factory=dict)
+    #: what the search took from other workloads of the kernel (``None``: none in the
+    #: database, or ``transfer=False``): the strategy's ``transfer_``, with ``"used": 0`` and
+    #: a ``"why"`` where the strategy does not learn from them
+    transfer: dict[str, Any] | None = None
 
 
 class Tuner:
@@ -207,11 +212,16 @@ class Tuner:
                         "searched now", len(recorded) - len(prior), self.workload.kernel)
         for m in prior:
             done[m.config] = m
+        transfer: dict[str, Any] | None = None
         if self.transfer:
             others = self.db.history(kernel=self.workload.kernel, exclude=self.workload)
             if others:
                 self.strategy.warm_start(others, current=self.workload)
-                log.info("warm start from %d other workloads", len(others))
+                transfer = self.strategy.transfer_ or {
+                    "workloads": len(others), "used": 0,
+                    "why": f"strategy {self.strategy.name!r} does not learn from other workloads"}
+                log.info("warm start from %d of %d other workloads", transfer["used"],
+                         len(others))
         if prior:
             self.strategy.tell(prior)
             log.info("resuming %s: %d trials already recorded", self.workload.kernel, len(prior))
@@ -338,8 +348,11 @@ class Tuner:
         for m in self.db.measurements(self.workload):
             if not m.ok:
                 failures[m.status.value] = failures.get(m.status.value, 0) + 1
+        if transfer is not None and self.strategy.transfer_ is not None:
+            transfer = dict(self.strategy.transfer_)  # its evidence on this run's own trials
         return TuneResult(self.workload, self.db.best(self.workload), count, new,
-                          self.strategy.proposals, time.monotonic() - start, stopped, failures)
+                          self.strategy.proposals, time.monotonic() - start, stopped, failures,
+                          transfer)
 
     def _measured_elsewhere(self, configs: set[Config]) -> list[Measurement]:
         return [m for m in self.db.measurements(self.workload) if m.config in configs]

@@ -117,6 +117,9 @@ def test_a_sibling_whose_top_is_flat_is_left_out_of_the_warm_start():
     st.warm_start([(flat_w, flat), (steep_w, steep)], current=here)
     assert st.ask(2) == [m.config for m in sorted(steep, key=lambda m: m.value)[:2]]
     assert st._other is not None and len(st._other[1]) == 30  # the steep sibling's only
+    assert st.transfer_ is not None and st.transfer_["used"] == 1  # and says so
+    assert st.transfer_["left_out"]["flat top"] == 1 and st.transfer_["trials"] == 30
+    assert {Config(c) for c in st.transfer_["first"]} == st.pending  # what it proposed first
     alone = get_strategy("model", s, seed=0)
     alone.warm_start([(flat_w, flat)], current=here)
     assert alone._other is None and not alone._queue  # nothing to learn from: a cold start
@@ -156,10 +159,13 @@ def test_transfer_is_dropped_when_the_siblings_mislead():
     agree.warm_start([(w_o, others)], current=here)
     search(agree, smooth, 20)
     assert agree.prior_rho_ is not None and agree.prior_rho_ > 0.3 and agree.use_other_
+    assert agree.transfer_ is not None and agree.transfer_["model_kept"]
+    assert agree.transfer_["rank_correlation"] == round(agree.prior_rho_, 3)
     mislead = get_strategy("model", s, seed=0)
     mislead.warm_start([(w_o, others)], current=here)
     search(mislead, lambda c: 10 - smooth(c), 20)
     assert mislead.prior_rho_ is not None and mislead.prior_rho_ < 0 and not mislead.use_other_
+    assert mislead.transfer_ is not None and not mislead.transfer_["model_kept"]
 
 
 def test_own_trials_weigh_their_share_of_a_warm_fit():

@@ -64,6 +64,8 @@ class Selection:
         seconds: time spent resolving (tuning included).
         speedup: best over the default config's runtime, when both were measured.
         time_ms: the picked config's median runtime when known (db, pack, tuned).
+        transfer: other workloads of the kernel (shapes, devices) whose trials the tuning
+            started from (tuned only; 0: a cold search).
     """
 
     kernel: str
@@ -77,6 +79,7 @@ class Selection:
     seconds: float = 0.0
     speedup: float | None = None
     time_ms: float | None = None
+    transfer: int = 0
 
 
 Listener = Callable[[Selection], None]

@@ -170,6 +170,10 @@ class TuningMixin:
         else:
             gain = "default not measured"
         fails = sum(1 for m in done.values() if not m.ok)
+        used = (result.transfer or {}).get("used", 0)
         reason = (f"tuned {new} trials in {secs:.1f} s ({label}, {where}"
-                  + (f", {fails} failed" if fails else "") + f"; {result.stopped}), {gain}")
-        return best.config, reason, {"trials": new, "speedup": speedup, "time_ms": best.value}
+                  + (f", {fails} failed" if fails else "") + f"; {result.stopped}"
+                  + (f"; warm start from {used} other workload{'s' * (used != 1)}"
+                     if used else "") + f"), {gain}")
+        return best.config, reason, {"trials": new, "speedup": speedup, "time_ms": best.value,
+                                     "transfer": used}

@@ -49,6 +49,10 @@ class SearchStrategy(abc.ABC):
         self.history: dict[Config, Measurement] = {}
         self.pending: set[Config] = set()
         self.proposals = 0
+        #: what :meth:`warm_start` took from other workloads (``None``: nothing): a strategy
+        #: that transfers says how many workloads and trials it learnt from and what it
+        #: proposes first, so a user can see why the first trials were what they were
+        self.transfer_: dict[str, Any] | None = None
 
     def ask(self, n: int = 1) -> list[Config] | None:
         """Up to ``n`` configs to measure next; ``None`` once there is nothing left to propose.
@@ -77,8 +81,8 @@ class SearchStrategy(abc.ABC):
         """Offer trials of *other* workloads (other shapes, other devices) before the search.
 
         ``current`` is the workload being searched (its problem sizes and target facts are what
-        a model relates the others to). Strategies that can transfer knowledge use them; the
-        default ignores them.
+        a model relates the others to). Strategies that can transfer knowledge use them and
+        record what they took in :attr:`transfer_`; the default ignores them.
         """
 
     @abc.abstractmethod

@@ -247,15 +247,18 @@ class ModelSearch(SearchStrategy):
             interactions=self.interactions)
         X, y, g = [], [], []
         best: list[list[Config]] = []
+        outside = flat = 0
         for gi, (w, ms) in enumerate(usable):
             keep = [m for m in ms if all(m.config.get(n) in self.space.param(n)
                                          for n in self.space.names)]
             if not keep:
+                outside += 1
                 continue
             if self.flat is not None:  # a flat top says nothing about where the best is here
                 vals = [m.value for m in keep if m.ok]
                 near = min(vals, default=0.0) / 0.95
                 if vals and sum(v <= near for v in vals) >= self.flat * len(vals):
+                    flat += 1
                     continue
             X.append(self.features.transform([m.config for m in keep], w))
             y.append([m.value for m in keep])
@@ -286,6 +289,12 @@ class ModelSearch(SearchStrategy):
             self._cand_X = self.features.transform(self._cands, current)
         self._rows.clear()
         self._told_at_fit = -1
+        self.transfer_ = {
+            "workloads": len(usable), "used": len(X), "trials": sum(len(v) for v in y),
+            "left_out": {"no config in this space": outside, "flat top": flat},
+            "first": [c.to_dict() for c in self._queue],
+            # the siblings' model on this workload's trials, from the first evidence check on
+            "rank_correlation": None, "model_kept": bool(X)}
 
     # -- evidence -------------------------------------------------------------------------------
 
@@ -327,6 +336,9 @@ class ModelSearch(SearchStrategy):
             # dropped only on evidence against them: the first trials of a warm search are
             # the siblings' near-tied best configs, whose order says little either way
             self.use_other_ = self.prior_rho_ * math.sqrt(n - 1) > -1.0
+            if self.transfer_ is not None:
+                self.transfer_.update(rank_correlation=round(self.prior_rho_, 3),
+                                      model_kept=self.use_other_, checked_at=n)
         folds = self.rng.permutation(n) % 3
         pct = np.empty(n)
         for f in range(3):
