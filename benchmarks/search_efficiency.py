@@ -853,8 +853,9 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
                  cold_cache: str | None = None, warm_budget: int | None = None
                  ) -> dict[str, dict[str, dict[str, Any]]]:
     """One (family, seed) task of ``--no-cold``: cold searches of every member by the default
-    ``model`` (the siblings' sources, run once, or read from ``cold_cache``), then every
-    variant's warm searches on them, of ``warm_budget`` trials (default ``budget``).
+    ``model`` (the siblings' sources, of ``max(budget, source_budget)`` trials, run once, or
+    read from ``cold_cache``), then every variant's warm searches on the first
+    ``source_budget`` trials of each, of ``warm_budget`` trials (default ``budget``).
     ``{variant: {space: record}}``."""
     import pickle
 
@@ -863,13 +864,14 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
 
     cold: dict[str, dict[str, Any]] | None = None
     cache = None
+    src_budget = max(budget, source_budget)  # the first source_budget trials are the sources
     if cold_cache:
-        cache = cold_cache_path(Path(cold_cache), members, seed, budget)
+        cache = cold_cache_path(Path(cold_cache), members, seed, src_budget)
         if cache.exists():
             cold = pickle.loads(cache.read_bytes())
     if cold is None:
         register_strategy("model", ModelSearch)
-        cold = {space: run_tunex(Path(path), "model", seed, budget, optima[space],
+        cold = {space: run_tunex(Path(path), "model", seed, src_budget, optima[space],
                                  keep_measurements=True) for space, path in members}
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
@@ -1378,7 +1380,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--parts", default="search,transfer,overhead",
                    help="comma list of search, transfer, overhead")
     p.add_argument("--source-budget", type=int, default=200,
-                   help="trials of the source search in the transfer part")
+                   help="trials of the source search in the transfer part; with --loo, "
+                   "trials of each sibling's cold search a warm search is given (at most "
+                   "--budget, but for --no-cold)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results JSON")
     p.add_argument("--reuse", action="store_true",
@@ -1427,6 +1431,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--no-cold goes with --loo, and not with --no-warm or --compare")
     if (args.cold_cache or args.warm_budget) and not args.no_cold:
         p.error("--cold-cache and --warm-budget go with --no-cold")
+    if args.loo and not args.no_cold and not args.no_warm and args.source_budget > args.budget:
+        print(f"note: the warm searches' sources are the cold searches of --budget "
+              f"{args.budget} trials, not --source-budget {args.source_budget} (--no-cold "
+              "runs longer sources)", file=sys.stderr)
     if (args.seed_start and not (args.no_cold or args.no_warm)) or args.seed_start < 0:
         p.error("--seed-start goes with --no-cold or --no-warm, and is at least 0")
     args.parts = {x.strip() for x in args.parts.split(",") if x.strip()}

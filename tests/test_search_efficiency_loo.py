@@ -164,3 +164,18 @@ def test_the_cold_cache_keys_sources_by_the_default_models_options(tmp_path, mon
     assert se.cold_cache_path(tmp_path, members, 3, 100) == before  # the actual default
     monkeypatch.setattr(ModelSearch, "__init__", with_default("local_moves", "any"))
     assert se.cold_cache_path(tmp_path, members, 3, 100) != before
+
+
+def test_warm_only_sources_run_to_the_source_budget_past_the_budget():
+    """--no-cold with --source-budget above --budget: the siblings' cold searches run to the
+    source budget (they were cut at --budget, so a larger source budget changed nothing)."""
+    se = bench()
+    from tunex.targets.replay import ReplayTarget
+
+    members = [("pnpoly/A", str(recorded("pnpoly/RTX_2080_Ti.json.gz"))),
+               ("pnpoly/B", str(recorded("pnpoly/RTX_3060_laptop.json.gz")))]
+    optima = {s: ReplayTarget(Path(p)).optimum() for s, p in members}
+    out = se.run_loo_warm(members, 0, 4, 9, {"base": "{}"}, optima, warm_budget=3)
+    for space in ("pnpoly/A", "pnpoly/B"):
+        assert out["base"][space]["cold_default"]["trials"] == 9  # the sources' length
+        assert out["base"][space]["warm"]["trials"] == 3
