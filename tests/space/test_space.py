@@ -263,3 +263,11 @@ def test_from_dict_and_sample_refuse_what_they_would_misread():
     with pytest.raises(SpaceError, match="rng='a'"):
         space.sample(2, rng="a")
     assert len(space.sample(np.int64(3), rng=1)) == 3
+
+
+def test_a_choice_of_tuples_survives_json():
+    """A Choice of tile shapes came back from JSON (a database's declared space) as lists,
+    which are no config values: every search of such a kernel stopped at its first trial."""
+    s = Space([Choice("tile", [(1, 2), (2, (4, 1))], default=(2, (4, 1)))])
+    s2 = Space.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert list(s2) == list(s) and s2.default() == s.default()

@@ -62,6 +62,11 @@ def _flag(value: Any) -> bool:
     raise TypeError(f"Bool default {value!r} is not true or false")
 
 
+def _tuples(value: Any) -> Any:
+    """A value read back from JSON, which writes tuples (a Choice of tile shapes) as lists."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
 def _below(gen: np.random.Generator, size: int) -> int:
     """A uniform integer in [0, size), also past numpy's int64 (spaces of 10^24 points)."""
     if size < 2**62:
@@ -530,7 +535,8 @@ class Space:
         kinds: dict[str, Callable[..., Param]] = {
             "Int": lambda n, vs, dflt: Choice(n, vs, ordered=True, default=dflt),
             "Pow2": lambda n, vs, dflt: Pow2(n, min(vs), max(vs), default=dflt),
-            "Choice": lambda n, vs, dflt: Choice(n, vs, default=dflt),
+            "Choice": lambda n, vs, dflt: Choice(n, [_tuples(v) for v in vs],
+                                                  default=_tuples(dflt)),
             "Bool": lambda n, vs, dflt: Bool(n, default=_flag(dflt)),
             "Permutation": lambda n, vs, dflt: Permutation(
                 n, vs[0], default=None if dflt is None else tuple(dflt)),
