@@ -534,6 +534,13 @@ def _from_spec(spec: str) -> Kernel:
     if "," in spec or "=" in spec:  # TUNEX_KERNELS's separators
         raise ConfigError(f"{spec!r}: a kernel path may not contain ',' or '='")
     kernel = _kernel_class(_import_class(spec), repr(spec))()
+    _adopt(kernel, spec)
+    return kernel
+
+
+def _adopt(kernel: Kernel, spec: str) -> None:
+    """Register ``kernel`` under its own ``name`` here and, through ``TUNEX_KERNELS``, in the
+    worker processes started later: they look kernels up by the name its workloads carry."""
     name = getattr(kernel, "name", "")
     if not isinstance(name, str) or not name.isidentifier():
         raise ConfigError(f"{spec!r}: a kernel class needs a `name` attribute that is an "
@@ -548,7 +555,6 @@ def _from_spec(spec: str) -> Kernel:
     entries = _from_environment(os.environ.get("TUNEX_KERNELS", ""))
     entries[name] = spec
     os.environ["TUNEX_KERNELS"] = ",".join(f"{n}={p}" for n, p in entries.items())
-    return kernel
 
 
 def get_kernel(name: str | Kernel) -> Kernel:
@@ -576,5 +582,7 @@ def get_kernel(name: str | Kernel) -> Kernel:
                               "TUNEX_KERNELS=name=package.module:Class)")
         # named by TUNEX_KERNELS or an entry point: checked as a spec given directly is
         kernel = _kernel_class(_import_class(path), f"kernel {name!r} ({path})")()
+        if kernel.name != name:  # an alias: its workloads (and workers) go by its own name
+            _adopt(kernel, path)
         _INSTANCES[name] = kernel
     return kernel

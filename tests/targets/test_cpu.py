@@ -287,3 +287,26 @@ def test_a_kernels_template_file_and_base_class_module_are_in_its_hash(tmp_path,
     module = sys.modules[type(sgemm).__module__]
     assert sgemm.source_hash == hashlib.sha256(
         inspect.getsource(module).encode()).hexdigest()[:16]
+
+
+def test_a_kernel_registered_under_another_name_is_found_by_the_workers(tmp_path):
+    # TUNEX_KERNELS="triple=...:Triple" (the README's example) for a class named user_triple:
+    # its workloads carry user_triple, which the build workers did not know, so every trial
+    # was a compile_error "unknown kernel 'user_triple'"
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "triple.py").write_text(USER_KERNEL)
+    db = tmp_path / "t.db"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root, "TUNEX_KERNELS": f"triple={tmp_path}/triple.py:Triple"}
+    cmd = [sys.executable, "-m", "tunex.cli", "search", "triple", "--target",
+           "cpu?repeats=1&warmup=0&flush_kb=0", "--shape", "N=64", "--budget", "2trials",
+           "--workers", "1", "--db", str(db), "-q", "--no-baseline"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["kernel"] == "user_triple" and out["failures"] == {}, out
