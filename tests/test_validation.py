@@ -443,3 +443,17 @@ def test_a_registered_name_for_something_not_a_kernel_is_a_config_error(monkeypa
     with pytest.raises(ConfigError, match=says):
         registry.get_kernel("notakernel")
     assert "notakernel" not in registry._INSTANCES
+
+
+def test_two_kernel_classes_of_one_module_and_one_name_are_refused(tmp_path) -> None:
+    """Both hash to their module's source: the second one searched was answered with the
+    first one's trials, its best config reported as a winner it never measured."""
+    from tests.targets.test_cpu import USER_KERNEL
+    from tunex.kernel import get_kernel
+
+    (tmp_path / "twins.py").write_text(
+        USER_KERNEL + "\n\nclass Faster(Triple):\n    pass\n")
+    for cls, twin in (("Triple", "Faster"), ("Faster", "Triple")):
+        with pytest.raises(ConfigError, match=f"{twin} of the same module is also named "
+                                              "'user_triple'"):
+            get_kernel(f"{tmp_path}/twins.py:{cls}")

@@ -522,6 +522,15 @@ def _kernel_class(cls: Any, where: str) -> type[Kernel]:
     if missing:
         raise ConfigError(f"{where}: the kernel class must define {', '.join(missing)} "
                           "(see tunex.kernel's Kernel and CKernel)")
+    name = getattr(cls, "name", None)
+    twins = [c.__name__ for c in vars(sys.modules[cls.__module__]).values()
+             if isinstance(c, type) and issubclass(c, Kernel) and c is not cls
+             and c.__module__ == cls.__module__ and not getattr(c, "__abstractmethods__", ())
+             and isinstance(name, str) and getattr(c, "name", None) == name]
+    if twins:  # one module, one name: one source hash, so one workload for both
+        raise ConfigError(f"{where}: {', '.join(twins)} of the same module is also named "
+                          f"{name!r}, so the two would share their trials and best configs; "
+                          "give each kernel class its own `name`")
     return cls
 
 
