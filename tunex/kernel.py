@@ -41,18 +41,19 @@ functions are ``static`` or carry the ``tx_`` prefix: the cycle model counts wha
 from __future__ import annotations
 
 import abc
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tunex.errors import ConfigError, SpaceError, TunexError
+from tunex.errors import ConfigError, SpaceError, TargetError, TunexError
 from tunex.identity import (
     ARCH_FACTS,
     INTERPRETER_ARCH,
@@ -85,6 +86,7 @@ __all__ = [
     "device_facts",
     "device_fingerprint",
     "get_kernel",
+    "kernel_code",
     "known_space",
     "make_fingerprint",
     "next_pow2",
@@ -150,8 +152,12 @@ class Kernel(abc.ABC):
         """``space`` bound to a concrete problem and device facts.
 
         Raises:
-            SpaceError: a problem name of the space has no value anywhere.
+            SpaceError: ``space`` is no Space, or a problem name of it has no value anywhere.
         """
+        if not isinstance(space, Space):
+            raise SpaceError(f"{self.name}: space() must return a tunex Space, not "
+                             f"{type(space).__name__}" + (" (is its `return` missing?)"
+                                                          if space is None else ""))
         values = {**device, **problem, **self.derived(problem)}
         missing = [n for n in space.problem if n not in values]
         if missing:
@@ -387,6 +393,27 @@ class CKernel(Kernel):
                 return (f"{name}: {n} of {g.size} elements off (max abs error {err.max():.3g}, "
                         f"first at {tuple(int(i) for i in first)}, rtol={rtol}, atol={atol})")
         return None
+
+
+@contextlib.contextmanager
+def kernel_code(kernel: Kernel, what: str) -> Iterator[None]:
+    """Around a call of a kernel's own Python that does not depend on the config (``space()``,
+    ``shapes()``, ``reference()``...): an exception it raises is a slip in the kernel that every
+    config would meet alike, so it becomes one :class:`TargetError` saying where, not a failed
+    trial per config (nor a traceback)."""
+    try:
+        yield
+    except TunexError:
+        raise
+    except Exception as e:
+        files = {getattr(sys.modules.get(c.__module__), "__file__", None)
+                 for c in type(kernel).__mro__} - {__file__, None}
+        import traceback
+
+        where = [f for f in traceback.extract_tb(e.__traceback__) if f.filename in files]
+        at = f" ({os.path.basename(where[-1].filename)}, line {where[-1].lineno})" if where else ""
+        raise TargetError(f"{kernel.name}: its {what} raised {type(e).__name__}: {e}{at}; fix "
+                          "the kernel's Python") from None
 
 
 # -- registry -----------------------------------------------------------------------------------

@@ -90,3 +90,32 @@ static inline __attribute__(({attr})) void axpy(const float *x, float *y, long n
 }}
 void tx_kernel(float *const *buf, const long *dim) {{ axpy(buf[0], buf[1], dim[0]); }}
 """
+
+
+class ToyRaisingReference(ToyAxpy):
+    """A user's slip: ``reference`` reads a size the kernel does not have."""
+
+    name = "toy_raising_reference"
+
+    def reference(self, inputs: Mapping[str, np.ndarray], problem: Mapping[str, Any]
+                  ) -> tuple[np.ndarray, ...]:
+        return (np.zeros(problem["M"]),)
+
+
+class ToyShortInputs(ToyAxpy):
+    """A user's slip: ``make_inputs`` gives an input of another shape than ``shapes``."""
+
+    name = "toy_short_inputs"
+
+    def make_inputs(self, problem: Mapping[str, Any], seed: int = 0) -> dict[str, np.ndarray]:
+        return {"x": np.ones(3, dtype=np.float32)}
+
+
+class ToyNoSpace(ToyAxpy):
+    """A user's slip: ``space`` builds its space and does not return it."""
+
+    name = "toy_no_space"
+
+    def space(self) -> Space:
+        Space([Pow2("UNROLL", 1, 8)], problem=["N"])  # no return
+        return None  # type: ignore[return-value]

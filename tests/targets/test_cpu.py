@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tunex.errors import ConfigError, TargetError
+from tunex.errors import ConfigError, SpaceError, TargetError
 from tunex.kernel import register_kernel
 from tunex.targets import make_target
 from tunex.targets._c import read_outputs, write_inputs
@@ -69,16 +69,21 @@ def test_a_hung_kernel_is_a_timeout():
 @pytest.mark.parametrize("kernel, says", [
     ("ToyBareReference", r"reference\(\) must return a tuple of 1 array \(y\)"),
     ("ToyIntShapes", r"shapes\(\) must give x a tuple of sizes"),
+    # these were a runtime_error per config (the budget spent on them), or a traceback
+    ("ToyRaisingReference", r"reference\(\) raised KeyError: 'M' \(_toy_c\.py, line \d+\)"),
+    ("ToyShortInputs", r"make_inputs\(\) gave x an array shaped \(3,\); .* here \(8,\)"),
+    ("ToyNoSpace", r"space\(\) must return a tunex Space, not NoneType \(is its `return`"),
 ])
 def test_a_kernel_with_a_malformed_reference_or_shapes_stops_with_what_to_fix(kernel, says):
     # a slip in the kernel's Python, not in a config: every trial would fail alike (as a
     # wrong_result blaming the C, or a TypeError), so it is an error, not a failed trial
+    from tests.targets import _toy_c
     from tunex import Database, Tuner
 
-    name = "toy_" + {"ToyBareReference": "bare_reference", "ToyIntShapes": "int_shapes"}[kernel]
+    name = getattr(_toy_c, kernel).name
     register_kernel(name, f"tests.targets._toy_c:{kernel}")
     t = make_target("cpu?repeats=1&warmup=0&flush_kb=0&timeout=10")
-    with pytest.raises(TargetError, match=says):
+    with pytest.raises((TargetError, SpaceError), match=says):
         space, wl = t.prepare(name, {"N": 8})
         trial(t, wl, UNROLL=1, mode="ok")
     if kernel == "ToyBareReference":

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from tunex.errors import TargetError
-from tunex.kernel import CKernel, Isa, get_kernel
+from tunex.kernel import CKernel, Isa, get_kernel, kernel_code
 from tunex.space import Space
 from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
@@ -109,7 +109,8 @@ def read_outputs(path: Path, kernel: CKernel, problem: Mapping[str, Any]
 def _shapes(kernel: CKernel, problem: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     """``kernel.shapes(problem)``, or a :class:`TargetError` saying what is wrong with it (a
     slip in the kernel's Python fails every config alike: not a failed trial)."""
-    shapes = kernel.shapes(problem)
+    with kernel_code(kernel, "shapes()"):
+        shapes = kernel.shapes(problem)
     for name in kernel.buffers:
         shape = shapes.get(name) if isinstance(shapes, Mapping) else None
         if not (isinstance(shape, (tuple, list))
@@ -210,7 +211,9 @@ class CTarget(Target):
     def prepare(self, kernel: Any, problem: Mapping[str, Any]) -> tuple[Space, Workload]:
         k = self.kernel_of(kernel)
         key = k.problem_key(problem)
-        space = k.bind(k.space(), k.representative(key), self.isa.facts())
+        with kernel_code(k, "space()"):
+            declared = k.space()
+        space = k.bind(declared, k.representative(key), self.isa.facts())
         return space, Workload(k.name, k.source_hash, key, self.fingerprint())
 
     def build(self, workload: Workload, config: Config) -> Artifact:
@@ -283,8 +286,18 @@ class CTarget(Target):
         ref = self._refs.get(workload.key)
         if ref is None:
             shapes = _shapes(k, problem)
-            inputs = k.make_inputs(problem, seed=0)
-            got = k.reference(inputs, problem)
+            with kernel_code(k, "make_inputs()"):
+                inputs = k.make_inputs(problem, seed=0)
+            bad = [n for n in k.inputs if not (isinstance(inputs, Mapping) and n in inputs
+                                               and np.shape(inputs[n]) == shapes[n])]
+            if bad:
+                gave = (f"an array shaped {np.shape(inputs[bad[0]])}"
+                        if isinstance(inputs, Mapping) and bad[0] in inputs else "nothing")
+                raise TargetError(f"{k.name}: make_inputs() gave {bad[0]} {gave}; it must give "
+                                  f"each input an array shaped as shapes() says, here "
+                                  f"{shapes[bad[0]]}")
+            with kernel_code(k, "reference()"):
+                got = k.reference(inputs, problem)
             want = tuple(np.asarray(w, dtype=np.float64)
                          for w in (got if isinstance(got, (tuple, list)) else [got]))
             if not isinstance(got, (tuple, list)) or [w.shape for w in want] != [
@@ -295,7 +308,9 @@ class CTarget(Target):
                     f"shapes() says {[shapes[n] for n in k.outputs]}, not "
                     + (f"arrays shaped {[w.shape for w in want]}"
                        if isinstance(got, (tuple, list)) else f"a {type(got).__name__}"))
-            ref = self._refs[workload.key] = (inputs, want, k.magnitude(inputs, problem))
+            with kernel_code(k, "magnitude()"):
+                magnitude = k.magnitude(inputs, problem)
+            ref = self._refs[workload.key] = (inputs, want, magnitude)
         return ref
 
     def measure(self, artifact: Artifact) -> Measurement:
