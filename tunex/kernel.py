@@ -412,8 +412,9 @@ def kernel_code(kernel: Kernel, what: str) -> Iterator[None]:
 
         where = [f for f in traceback.extract_tb(e.__traceback__) if f.filename in files]
         at = f" ({os.path.basename(where[-1].filename)}, line {where[-1].lineno})" if where else ""
-        raise TargetError(f"{kernel.name}: its {what} raised {type(e).__name__}: {e}{at}; fix "
-                          "the kernel's Python") from None
+        said = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        raise TargetError(f"{kernel.name}: its {what} raised {said}{at}; fix the kernel's "
+                          "Python") from None
 
 
 # -- registry -----------------------------------------------------------------------------------

@@ -119,3 +119,17 @@ class ToyNoSpace(ToyAxpy):
     def space(self) -> Space:
         Space([Pow2("UNROLL", 1, 8)], problem=["N"])  # no return
         return None  # type: ignore[return-value]
+
+
+class ToyBrokenBaseline(ToyAxpy):
+    """A user's slips: no ``baseline`` written yet, a ``render`` that falls off its end."""
+
+    name = "toy_broken_baseline"
+
+    def render(self, config: Mapping[str, Any], problem: Mapping[str, Any], isa: Isa) -> str:
+        if config["UNROLL"] < 8:
+            return super().render(config, problem, isa)
+        return None  # type: ignore[return-value]
+
+    def baseline(self, problem: Mapping[str, Any], isa: Isa) -> str:
+        raise NotImplementedError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -56,6 +57,21 @@ def test_the_winner_is_measured_beside_the_baseline(cpu, monkeypatch):
     assert calls == [{"baseline": "O3"}, {"UNROLL": 4, "mode": "ok"}] * 3
     bad = cpu.versus_baseline(wl, Config(UNROLL=1, mode="crash"))
     assert bad["speedup"] is None and bad["error"].startswith("tuned: runtime_error")
+
+
+def test_a_baseline_that_raises_goes_unmeasured_and_a_render_without_source_fails(cpu):
+    # tunex search measures the baseline once the trials are recorded: a baseline() not
+    # written yet stopped it there with a traceback; render() returning None was a build
+    # failing as "TypeError: data must be str, not NoneType"
+    register_kernel("toy_broken_baseline", "tests.targets._toy_c:ToyBrokenBaseline")
+    _, wl = cpu.prepare("toy_broken_baseline", {"N": 64})
+    vs = cpu.versus_baseline(wl, Config(UNROLL=1, mode="ok"))
+    assert vs["speedup"] is None
+    assert re.search(r"baseline\(\) raised NotImplementedError \(_toy_c\.py, line \d+\)",
+                     vs["error"]), vs
+    art = cpu.build(wl, Config(UNROLL=8, mode="ok"))
+    assert art.status is Status.COMPILE_ERROR
+    assert art.error == "render: returned a NoneType, not the C source (a str)"
 
 
 def test_a_hung_kernel_is_a_timeout():

@@ -224,6 +224,10 @@ class CTarget(Target):
         except Exception as e:  # a config the template cannot express is a failed build
             return Artifact(workload, config, Status.COMPILE_ERROR,
                             error=f"render: {type(e).__name__}: {e}")
+        if not isinstance(source, str):
+            return Artifact(workload, config, Status.COMPILE_ERROR,
+                            error=f"render: returned a {type(source).__name__}, not the C "
+                                  "source (a str)")
         return self.build_source(workload, config, source)
 
     def versus_baseline(self, workload: Workload, config: Config, rounds: int = 3
@@ -237,7 +241,15 @@ class CTarget(Target):
         """
         k = self.kernel_of(workload.kernel)
         problem = k.representative(workload.problem)
-        base = self.build_source(workload, Config(baseline="O3"), k.baseline(problem, self.isa))
+        try:  # the search is over and recorded: a broken baseline() only goes unmeasured
+            with kernel_code(k, "baseline()"):
+                source = k.baseline(problem, self.isa)
+            if not isinstance(source, str):
+                raise TargetError(f"{k.name}: its baseline() returned a "
+                                  f"{type(source).__name__}, not the C source (a str)")
+        except TargetError as e:
+            return {"baseline_ms": None, "tuned_ms": None, "speedup": None, "error": str(e)}
+        base = self.build_source(workload, Config(baseline="O3"), source)
         tuned = self.build(workload, config)
         base_t: list[float] = []
         tuned_t: list[float] = []
