@@ -457,3 +457,14 @@ def test_two_kernel_classes_of_one_module_and_one_name_are_refused(tmp_path) -> 
         with pytest.raises(ConfigError, match=f"{twin} of the same module is also named "
                                               "'user_triple'"):
             get_kernel(f"{tmp_path}/twins.py:{cls}")
+
+
+def test_a_kernel_bucketing_a_size_by_an_unknown_rule_is_a_config_error() -> None:
+    """It was a KeyError traceback on every search of the kernel."""
+    from tests.targets._toy_c import ToyAxpy
+
+    class Logged(ToyAxpy):
+        buckets = {"N": "log2"}
+
+    with pytest.raises(ConfigError, match="buckets give N the rule 'log2'; use one of exact"):
+        Logged().problem_key({"N": 100})

@@ -210,6 +210,9 @@ class Kernel(abc.ABC):
             if v <= 0:
                 raise ConfigError(f"{self.name}: {d}={v} must be positive")
             rule = self.buckets.get(d, "exact")
+            if rule not in BUCKETS:
+                raise ConfigError(f"{self.name}: its buckets give {d} the rule {rule!r}; use "
+                                  f"one of {', '.join(BUCKETS)}")
             key[d] = BUCKETS[rule](v)
         dtype = _DTYPES.get(str(problem.get("dtype", self.dtypes[0])).replace("torch.", ""))
         if dtype not in self.dtypes:
