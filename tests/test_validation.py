@@ -468,3 +468,26 @@ def test_a_kernel_bucketing_a_size_by_an_unknown_rule_is_a_config_error() -> Non
 
     with pytest.raises(ConfigError, match="buckets give N the rule 'log2'; use one of exact"):
         Logged().problem_key({"N": 100})
+
+
+def test_a_kernel_module_that_fails_to_import_is_one_line(tmp_path, monkeypatch) -> None:
+    """Named as package.module:Class (TUNEX_KERNELS, an entry point, the command line), a
+    module with a syntax error, or one raising or missing a package as it loads, was a
+    traceback; named by its file it was already one line."""
+    from tunex.kernel import get_kernel
+
+    (tmp_path / "tx_syntax_mod.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "tx_raising_mod.py").write_text("import os\nraise RuntimeError('boom')\n")
+    (tmp_path / "tx_needing_mod.py").write_text("import os\nimport tx_no_such_package\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match="kernel module 'tx_syntax_mod' does not compile: "
+                                          r"invalid syntax \(tx_syntax_mod.py, line 1\)"):
+        get_kernel("tx_syntax_mod:K")
+    with pytest.raises(ConfigError, match="kernel module 'tx_raising_mod' failed to load "
+                                          r"\(line 2\): RuntimeError: boom"):
+        get_kernel("tx_raising_mod:K")
+    from tunex.cli import _load_kernel  # what tunex search names its kernel with
+    from tunex.errors import TunexError
+
+    with pytest.raises(TunexError, match="No module named 'tx_no_such_package'"):
+        _load_kernel("tx_needing_mod:K")

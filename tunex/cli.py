@@ -49,7 +49,11 @@ def _load_kernel(name: str | None) -> Any:
         from tunex.kernel import get_kernel
     except ImportError as e:
         raise TunexError(f"no kernel library available to find {name!r} ({e})") from None
-    return get_kernel(name)
+    try:
+        return get_kernel(name)
+    except ImportError as e:  # its module imports a package that is not installed
+        raise TunexError(f"kernel {name!r} cannot be imported: {type(e).__name__}: {e}; "
+                         "install what it needs") from None
 
 
 def _run_interruptible(tuner: Any) -> Any:

@@ -538,6 +538,17 @@ def _import_class(path: str) -> Any:
             raise ConfigError(f"no module {module!r} to load kernel {path!r} from: put its "
                               "folder on PYTHONPATH, or name the file (path/to/file.py:Class)"
                               ) from None
+        except SyntaxError as e:
+            raise ConfigError(f"kernel module {module!r} does not compile: {e}") from None
+        except Exception as e:  # the user's module failed: say where, in one line
+            import traceback
+
+            tail = module.replace(".", os.sep)
+            where = [f for f in traceback.extract_tb(e.__traceback__)
+                     if f.filename.endswith((f"{tail}.py", os.path.join(tail, "__init__.py")))]
+            at = f" (line {where[-1].lineno})" if where else ""
+            raise ConfigError(f"kernel module {module!r} failed to load{at}: "
+                              f"{type(e).__name__}: {e}") from None
     try:
         return getattr(mod, attr)
     except AttributeError:
