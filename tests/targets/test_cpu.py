@@ -74,6 +74,16 @@ def test_a_baseline_that_raises_goes_unmeasured_and_a_render_without_source_fail
     assert art.error == "render: returned a NoneType, not the C source (a str)"
 
 
+def test_a_compiler_failing_without_a_word_says_how_it_ended():
+    # the trial's error was empty: a compile_error that said nothing
+    register_kernel("toy_axpy", "tests.targets._toy_c:ToyAxpy")
+    t = make_target(f"cpu?cc={shutil.which('false')}")
+    _, wl = t.prepare("toy_axpy", {"N": 8})
+    art = t.build(wl, Config(UNROLL=1, mode="ok"))
+    assert art.status is Status.COMPILE_ERROR
+    assert art.error == "the compiler ended with exit status 1"
+
+
 def test_a_hung_kernel_is_a_timeout():
     register_kernel("toy_axpy", "tests.targets._toy_c:ToyAxpy")
     t = make_target("cpu?repeats=1&warmup=0&flush_kb=0&timeout=1.5")

@@ -285,8 +285,13 @@ class CTarget(Target):
                                 compile_ms=(time.perf_counter() - t0) * 1e3)
             ms = (time.perf_counter() - t0) * 1e3
             if done.returncode != 0 or not binary.exists():
-                return Artifact(workload, config, Status.COMPILE_ERROR,
-                                error=_tail(done.stderr or done.stdout), compile_ms=ms)
+                said = _tail(done.stderr or done.stdout)
+                if done.returncode < 0 or not said:  # killed (out of memory?), or silent
+                    said = (f"the compiler ended with {exit_text(done.returncode)}"
+                            + ("" if done.returncode else " and no binary")
+                            + (f": {said}" if said else ""))
+                return Artifact(workload, config, Status.COMPILE_ERROR, error=said,
+                                compile_ms=ms)
             facts = self.build_facts(binary)
             payload = CBinary(binary.read_bytes(), workload.kernel)
         return Artifact(workload, config, Status.OK, payload=payload, facts=facts,
