@@ -33,9 +33,9 @@ The C kernel ABI, which every C kernel source must define::
 ``buf`` holds the buffers named by :attr:`CKernel.inputs` then :attr:`CKernel.outputs`, each a
 C-contiguous float32 array of :meth:`CKernel.shapes`; ``dim`` holds the problem's dims in
 :attr:`Kernel.dims` order. ``tx_kernel`` must overwrite every output element on every call
-(the harness calls it repeatedly) and must not depend on anything but its arguments. Helper
-functions are ``static`` or carry the ``tx_`` prefix: the cycle model counts what runs in
-``tx_*`` functions and in the ``static`` functions of the kernel's source.
+(the harness calls it repeatedly) and must not depend on anything but its arguments. The
+cycle model (``riscv-sim``) counts what runs in the functions of the kernel's source, not in
+the C library's (``memcpy``, ``expf``): write such helpers in the kernel.
 """
 
 from __future__ import annotations

@@ -75,17 +75,20 @@ class ToyIntShapes(ToyAxpy):
 
 
 class ToyHelper(ToyAxpy):
-    """y = 2 x + 1 done by a ``static`` helper of the kernel's file, inlined or not."""
+    """y = 2 x + 1 done by a ``static`` helper of the kernel's file, inlined or not, or by one
+    that is not ``static`` (``extern``: a careless user's)."""
 
     name = "toy_helper"
 
     def space(self) -> Space:
-        return Space([Choice("inline", ["always", "never"])], problem=["N"], name="toy_helper")
+        return Space([Choice("inline", ["always", "never", "extern"])], problem=["N"],
+                     name="toy_helper")
 
     def render(self, config: Mapping[str, Any], problem: Mapping[str, Any], isa: Isa) -> str:
         attr = "always_inline" if config["inline"] == "always" else "noinline"
+        static = "" if config["inline"] == "extern" else "static inline "
         return f"""
-static inline __attribute__(({attr})) void axpy(const float *x, float *y, long n) {{
+{static}__attribute__(({attr})) void axpy(const float *x, float *y, long n) {{
     for (long i = 0; i < n; i++) y[i] = 2.0f * x[i] + 1.0f;
 }}
 void tx_kernel(float *const *buf, const long *dim) {{ axpy(buf[0], buf[1], dim[0]); }}

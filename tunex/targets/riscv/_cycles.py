@@ -1,7 +1,7 @@
 """A deterministic cycle estimate of a RISC-V kernel: executed blocks x a per-block cycle model.
 
 QEMU's txbb plugin counts how often each translated block (TB) ran; the kernel's functions
-(symbols starting ``tx_``, and the ``static`` functions of its source file) are disassembled
+(symbols starting ``tx_``, and the functions of its source file) are disassembled
 with llvm-objdump-19, and each block that ran inside them is costed once:
 
 - cores with an llvm-mca-19 scheduling model (x280, p670): llvm-mca's steady-state cycles per
@@ -105,9 +105,11 @@ def function_ranges(elf: Path, tc: Toolchain, prefix: str = "tx_", unit: str = "
     """``(start, end, name)`` of the kernel's functions, by address: those whose symbol starts
     with ``prefix`` and the ``static`` ones of the source file ``unit``.
 
-    The kernel harness names its timed functions ``tx_*``; a kernel's ``static`` helpers that
-    the compiler did not inline run in the same call, so they are counted and costed too.
-    Local symbols follow the file symbol of their source in the symbol table (``nm -p``).
+    The kernel harness names its timed functions ``tx_*``; a kernel's helpers that the
+    compiler did not inline run in the same call, so they are counted and costed too.
+    Local symbols follow the file symbol of their source in the symbol table (``nm -p``), and
+    the binaries are linked with hidden visibility, which makes every function local: a helper
+    a kernel did not declare ``static`` is its source file's too.
     """
     nm = tc.require("nm")
     proc = subprocess.run([str(nm), "-a", "-p", "-S", "--defined-only", str(elf)],

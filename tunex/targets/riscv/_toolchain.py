@@ -164,12 +164,14 @@ class Toolchain:
         ``-march=rv64gcv`` keeps the ISA to what QEMU 7.2 runs (``-mcpu`` alone would also
         enable e.g. Zicond or Zvfh, which it cannot), while ``-mcpu`` picks the core's
         scheduling model. Code is vector-length agnostic: VLEN is whatever the core runs with.
+        ``-fvisibility=hidden`` makes every function a local symbol of its source file, so the
+        cycle model finds a kernel's helpers whether or not they were declared ``static``.
         Returns the finished process; the caller checks ``returncode`` and ``stderr``.
         Raises :class:`subprocess.TimeoutExpired` past ``timeout`` seconds.
         """
         clang = self.require("clang")
         argv = [str(clang), "--target=riscv64-linux-gnu", "-march=rv64gcv",
-                f"-mcpu={core.mcpu}", "-O3", "-static", "-fuse-ld=lld"]
+                f"-mcpu={core.mcpu}", "-O3", "-static", "-fuse-ld=lld", "-fvisibility=hidden"]
         argv += [*extra_flags, *map(str, sources), "-o", str(out), "-lm"]
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                               check=False)
