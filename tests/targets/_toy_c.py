@@ -136,3 +136,13 @@ class ToyBrokenBaseline(ToyAxpy):
 
     def baseline(self, problem: Mapping[str, Any], isa: Isa) -> str:
         raise NotImplementedError
+
+
+class ToyExits(ToyAxpy):
+    """A careless kernel: it ends the program (``exit(0)``) once done."""
+
+    name = "toy_exits"
+
+    def render(self, config: Mapping[str, Any], problem: Mapping[str, Any], isa: Isa) -> str:
+        return "#include <stdlib.h>\n" + super().render(config, problem, isa).replace(
+            "long n = dim[0];", "long n = dim[0]; if (n) exit(0);")

@@ -84,6 +84,16 @@ def test_a_compiler_failing_without_a_word_says_how_it_ended():
     assert art.error == "the compiler ended with exit status 1"
 
 
+def test_a_kernel_that_exits_says_so(cpu):
+    # "runtime_error: exit status 0" said nothing of what went wrong
+    register_kernel("toy_exits", "tests.targets._toy_c:ToyExits")
+    _, wl = cpu.prepare("toy_exits", {"N": 8})
+    m = trial(cpu, wl, UNROLL=1, mode="ok")
+    assert m.status is Status.RUNTIME_ERROR
+    assert m.error.startswith("exit status 0 before the harness finished (does the kernel "
+                              "call exit()?)"), m.error
+
+
 def test_a_hung_kernel_is_a_timeout():
     register_kernel("toy_axpy", "tests.targets._toy_c:ToyAxpy")
     t = make_target("cpu?repeats=1&warmup=0&flush_kb=0&timeout=1.5")

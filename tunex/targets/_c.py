@@ -362,10 +362,12 @@ class CTarget(Target):
                                           **common)
             if result.returncode != 0 or "tx_done" not in result.stdout:
                 why = _tail(result.stderr + "\n" + result.stdout)
-                return Measurement.failed(
-                    config, Status.RUNTIME_ERROR,
-                    f"{exit_text(result.returncode)}: {why}" if why
-                    else exit_text(result.returncode), facts=facts, **common)
+                how = exit_text(result.returncode) + (
+                    "" if result.returncode else " before the harness finished (does the "
+                    "kernel call exit()?)")
+                return Measurement.failed(config, Status.RUNTIME_ERROR,
+                                          f"{how}: {why}" if why else how, facts=facts,
+                                          **common)
             try:
                 got = read_outputs(cwd / "out.bin", k, problem)
             except (OSError, ValueError) as e:
