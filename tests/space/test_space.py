@@ -171,6 +171,16 @@ def test_json_round_trip_and_t1(tmp_path):
     assert set(s3) == {Config(bx=32, t=1)}
 
 
+def test_a_t1_domain_that_is_no_expression_is_a_space_error(tmp_path):
+    """A T1 domain with a syntax error (``"[1, 2,"``) names the file, not a traceback."""
+    t1 = {"ConfigurationSpace": {"TuningParameters": [{"Name": "a", "Values": "[1, 2,"}],
+                                 "Conditions": []}}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(t1))
+    with pytest.raises(SpaceError, match=r"s\.json: not a readable T1 space definition"):
+        Space.from_t1(p)
+
+
 def test_default_is_valid():
     s = matmul_space().bind(M=16, smem=232448)
     assert s.default() in s
