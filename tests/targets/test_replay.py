@@ -90,3 +90,24 @@ def test_a_recorded_space_with_nothing_to_tune_says_so(tmp_path, values, says):
     p.write_text(json.dumps(doc))
     with pytest.raises(TargetError, match=says + ".*nothing to tune"):
         ReplayTarget(p)
+
+
+def test_entries_that_are_one_config_over_the_keys_are_refused(tmp_path):
+    """A tuned parameter left out of tune_params_keys made its entries one config each: the
+    replay answered with whichever came last (a=1 at 1.3 ms, the recorded best 1.1 ms)."""
+    cache = {f"{a},{b}": {"a": a, "b": b, "time": 1.0 + a * 0.1 + b * 0.1}
+             for a in (1, 2) for b in (0, 1, 2)}
+    doc = {"kernel_name": "k", "tune_params_keys": ["a"], "tune_params": {"a": [1, 2],
+                                                                          "b": [0, 1, 2]},
+           "cache": cache}
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(TargetError, match=r"'1,0' and '1,1' record different results for one "
+                                          r"config \(a=1\).*they differ in b, which "
+                                          r"tune_params_keys leaves out"):
+        ReplayTarget(p)
+    doc["tune_params_keys"] = ["a", "b"]  # listed: a space of 6 points
+    doc["cache"]["again"] = dict(cache["1,0"])  # the same entry twice answers alike: kept
+    p.write_text(json.dumps(doc))
+    t = ReplayTarget(p)
+    assert t.space.size == 6 and t.optimum() == pytest.approx(1.1)

@@ -125,11 +125,16 @@ class ReplayTarget(Target):
             self.values: dict[str, list[Any]] = {k: list(doc["tune_params"][k])
                                                  for k in self.keys}
             self.entries: dict[tuple[Any, ...], Mapping[str, Any]] = {}
-            for entry in doc["cache"].values():
+            named: dict[tuple[Any, ...], str] = {}
+            for name, entry in doc["cache"].items():
                 try:
-                    self.entries[tuple(entry[k] for k in self.keys)] = entry
+                    point = tuple(entry[k] for k in self.keys)
+                    twin = self.entries.setdefault(point, entry)
                 except (KeyError, TypeError, IndexError):  # not a full, hashable entry: skip
                     continue
+                if twin is not entry and twin != entry:
+                    self._twins(named[point], twin, name, entry, doc["tune_params"])
+                named.setdefault(point, name)
             self.space = self._space(doc, definition)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise TargetError(
@@ -137,6 +142,20 @@ class ReplayTarget(Target):
                 "needs tune_params_keys, tune_params with a list of values per key, and a cache "
                 "of entries naming every key; re-record it or fix the file") from None
         self.digest = hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
+
+    def _twins(self, first: str, one: Mapping[str, Any], second: str, other: Mapping[str, Any],
+               declared: Any) -> None:
+        """Refuse two entries that are one config over ``tune_params_keys`` (one would answer
+        for both): usually a tuned parameter left out of ``tune_params_keys``."""
+        left_out = sorted(str(k) for k in {*one, *other} if k not in self.keys
+                          and k in declared and one.get(k) != other.get(k))
+        config = ", ".join(f"{k}={one[k]!r}" for k in self.keys)
+        raise TargetError(
+            f"{self.path}: cache entries {first!r} and {second!r} record different results for "
+            f"one config ({config}) over tune_params_keys {self.keys}"
+            + (f"; they differ in {', '.join(left_out)}, which tune_params_keys leaves out: list "
+               "every tuned parameter in tune_params_keys" if left_out else
+               ": keep one of them") + ", or re-record the file")
 
     def _space(self, doc: Mapping[str, Any], definition: str | Path | None) -> Space:
         name = str(doc.get("kernel_name") or self.path.stem)
