@@ -111,3 +111,19 @@ def test_entries_that_are_one_config_over_the_keys_are_refused(tmp_path):
     p.write_text(json.dumps(doc))
     t = ReplayTarget(p)
     assert t.space.size == 6 and t.optimum() == pytest.approx(1.1)
+
+
+@pytest.mark.timeout(60)
+def test_the_optimum_of_a_sparse_recording_of_a_huge_space_is_not_enumerated(tmp_path):
+    """40 parameters of two values and three recorded points: the optimum (tunex report
+    --space) was the minimum over all 2^40 points of the space, which never ended."""
+    keys = [f"p{i}" for i in range(40)]
+    cache = {}
+    for bits, time in ((0, 3.0), (5, 2.0), (2**40 - 1, "RuntimeFailedConfig")):
+        point = {k: (bits >> i) & 1 for i, k in enumerate(keys)}
+        cache[",".join(str(v) for v in point.values())] = {**point, "time": time}
+    doc = {"kernel_name": "k", "tune_params_keys": keys,
+           "tune_params": {k: [0, 1] for k in keys}, "cache": cache}
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps(doc))
+    assert ReplayTarget(p).optimum() == 2.0

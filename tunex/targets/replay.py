@@ -251,4 +251,15 @@ class ReplayTarget(Target):
 
     def optimum(self) -> float:
         """Lowest recorded mean runtime among valid points of the space."""
-        return min(self.true_time(c) for c in self.space)
+        # the recorded entries that are points of the space, not the space's points: a sparse
+        # recording of a declared space of 2^40 points is not enumerated
+        domains = {p.name: {v: v for v in p.values} for p in self.space.params}
+        best = math.inf
+        for point, entry in self.entries.items():
+            full = dict(zip(self.keys, point))
+            if any(n not in full or full[n] not in domains[n] for n in domains):
+                continue
+            config = Config({n: domains[n][full[n]] for n in domains})
+            if self._entry(config) is entry and config in self.space:
+                best = min(best, self.true_time(config))
+        return best
