@@ -127,3 +127,26 @@ def test_the_optimum_of_a_sparse_recording_of_a_huge_space_is_not_enumerated(tmp
     p = tmp_path / "k.json"
     p.write_text(json.dumps(doc))
     assert ReplayTarget(p).optimum() == 2.0
+
+
+def test_a_definition_tuning_a_parameter_the_recording_lacks_is_refused(tmp_path):
+    """A T1 definition found beside the data that gives an unrecorded parameter several values
+    made a search try each of them, every one answered with the same recorded time."""
+    (tmp_path / "space_definitions").mkdir()
+    (tmp_path / "data").mkdir()
+    t1 = {"ConfigurationSpace": {"TuningParameters": [
+        {"Name": "a", "Values": "[1, 2]"}, {"Name": "z", "Values": "[1, 2, 3]"},
+        {"Name": "fixed", "Values": "[7]"}], "Conditions": []}}
+    (tmp_path / "space_definitions" / "k.json").write_text(json.dumps(t1))
+    doc = {"kernel_name": "k", "tune_params_keys": ["a"], "tune_params": {"a": [1, 2]},
+           "cache": {"1": {"a": 1, "time": 1.0}, "2": {"a": 2, "time": 2.0}}}
+    p = tmp_path / "data" / "k.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(TargetError, match=r"gives z several values, but the recording holds "
+                                          r"no such parameter.*move the recording away"):
+        ReplayTarget(p)
+    t1["ConfigurationSpace"]["TuningParameters"][1]["Values"] = "[3]"  # a constant: fine
+    (tmp_path / "space_definitions" / "k.json").write_text(json.dumps(t1))
+    t = ReplayTarget(p)
+    assert t.space.names == ("a",) and t.space.bound == {"z": 3, "fixed": 7}
+    assert t.optimum() == 1.0

@@ -166,6 +166,15 @@ class ReplayTarget(Target):
         if t1 is not None:
             # T1 constants the data does not record (e.g. a fixed GEMMK) stay bound constants
             s = Space.from_t1(t1, values=self.values)
+            unrecorded = [n for n in s.names if n not in self.keys]
+            if unrecorded:  # one recorded time would answer for each of their values
+                raise TargetError(
+                    f"{self.path}: the space definition {t1} gives {', '.join(unrecorded)} "
+                    f"several values, but the recording holds no such parameter (it records "
+                    f"{', '.join(self.keys)}), so its times cannot tell those values apart; "
+                    "pass replay:PATH?definition=FILE naming a definition of the recorded "
+                    "parameters" + ("" if definition else
+                                    ", or move the recording away from the one found beside it"))
             s.name = name
             return s
         params = [Choice(k, v, ordered=True) for k, v in self.values.items() if len(v) > 1]
