@@ -150,3 +150,20 @@ def test_a_definition_tuning_a_parameter_the_recording_lacks_is_refused(tmp_path
     t = ReplayTarget(p)
     assert t.space.names == ("a",) and t.space.bound == {"z": 3, "fixed": 7}
     assert t.optimum() == 1.0
+
+
+@pytest.mark.parametrize("cache, says", [
+    ({}, "the cache holds no entry"),
+    ({"1,1": {"a": 1, "bb": 1, "time": 1.0}, "2,1": {"a": 2, "bb": 1, "time": 2.0}},
+     r"none of the 2 cache entries .* \(a, b\): entry '1,1' lacks b"),
+    ({"1,1": [1, 1, 1.0]}, "entry '1,1' is not an object"),
+])
+def test_a_recording_that_can_answer_no_config_is_refused(tmp_path, cache, says):
+    """Entries naming other parameters than tune_params_keys (or none at all) made every trial
+    of a search fail as 'not in the recorded space', the budget spent on nothing."""
+    doc = {"kernel_name": "k", "tune_params_keys": ["a", "b"],
+           "tune_params": {"a": [1, 2], "b": [1, 2]}, "cache": cache}
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(TargetError, match=says):
+        ReplayTarget(p)

@@ -135,6 +135,8 @@ class ReplayTarget(Target):
                 if twin is not entry and twin != entry:
                     self._twins(named[point], twin, name, entry, doc["tune_params"])
                 named.setdefault(point, name)
+            if not self.entries:
+                self._nothing_recorded(doc["cache"])
             self.space = self._space(doc, definition)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise TargetError(
@@ -142,6 +144,22 @@ class ReplayTarget(Target):
                 "needs tune_params_keys, tune_params with a list of values per key, and a cache "
                 "of entries naming every key; re-record it or fix the file") from None
         self.digest = hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
+
+    def _nothing_recorded(self, cache: Mapping[str, Any]) -> None:
+        """Refuse a recording none of whose entries a config can be looked up in: every trial
+        of a search would fail as not recorded."""
+        if not cache:
+            raise TargetError(f"{self.path}: the cache holds no entry, so there is nothing to "
+                              "replay; record the space first (one cache entry per measured "
+                              "config)")
+        name, entry = next(iter(cache.items()))
+        lacks = [k for k in self.keys if k not in entry] if isinstance(entry, Mapping) else []
+        raise TargetError(
+            f"{self.path}: none of the {len(cache)} cache entries names a value for every "
+            f"parameter of tune_params_keys ({', '.join(self.keys)}): entry {name!r} "
+            + (f"lacks {', '.join(lacks)}" if lacks else "is not an object of such values")
+            + "; make tune_params_keys name the parameters the entries record, or re-record "
+            "the file")
 
     def _twins(self, first: str, one: Mapping[str, Any], second: str, other: Mapping[str, Any],
                declared: Any) -> None:
