@@ -157,6 +157,7 @@ def test_a_definition_tuning_a_parameter_the_recording_lacks_is_refused(tmp_path
     ({"1,1": {"a": 1, "bb": 1, "time": 1.0}, "2,1": {"a": 2, "bb": 1, "time": 2.0}},
      r"none of the 2 cache entries .* \(a, b\): entry '1,1' lacks b"),
     ({"1,1": [1, 1, 1.0]}, "entry '1,1' is not an object"),
+    ({"1,1": {"a": [1], "b": 1, "time": 1.0}}, "entry '1,1' holds a list or an object where"),
 ])
 def test_a_recording_that_can_answer_no_config_is_refused(tmp_path, cache, says):
     """Entries naming other parameters than tune_params_keys (or none at all) made every trial
@@ -167,3 +168,30 @@ def test_a_recording_that_can_answer_no_config_is_refused(tmp_path, cache, says)
     p.write_text(json.dumps(doc))
     with pytest.raises(TargetError, match=says):
         ReplayTarget(p)
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"tune_params": {"a": [16, 32], "b": [1, 2]}},
+     r"none of the 4 recorded configs is a point of the space searched \(the first, a=1, "
+     r"b=1: a=1 is not one of \[16, 32\]\)"),
+    ({"tune_params": {"a": ["1", "2"], "b": [1, 2]}}, r"a=1 is not one of \['1', '2'\]"),
+    ({"tune_params": {"a": [1, 2], "b": [7]}}, r"records \{'b': 1\} where tune_params has "
+                                               r"\{'b': 7\}"),
+    ({"tune_params": {"a": [1, 2, 4], "b": [1, 2]}, "restrictions": ["a > 2"]},
+     r"violates a > 2"),
+    ({"tune_params": {"a": [], "b": [1, 2]}}, r"tune_params gives a \[\], not a list"),
+    ({"tune_params": {"a": "12", "b": [1, 2]}}, r"tune_params gives a '12', not a list"),
+])
+def test_a_recording_whose_space_holds_none_of_its_entries_is_refused(tmp_path, change, says):
+    """tune_params or restrictions that admit none of the recorded configs made every trial
+    of a search fail as not recorded (an empty domain dropped the parameter altogether)."""
+    doc = {"kernel_name": "k", "tune_params_keys": ["a", "b"],
+           "tune_params": {"a": [1, 2], "b": [1, 2]},
+           "cache": {f"{a},{b}": {"a": a, "b": b, "time": 1.0 + a + b}
+                     for a in (1, 2) for b in (1, 2)}}
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps({**doc, **change}))
+    with pytest.raises(TargetError, match=says):
+        ReplayTarget(p)
+    p.write_text(json.dumps(doc))
+    assert ReplayTarget(p).optimum() == 3.0

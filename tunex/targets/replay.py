@@ -18,7 +18,7 @@ import gzip
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,11 @@ class ReplayTarget(Target):
             self.keys: list[str] = [str(k) for k in doc["tune_params_keys"]]
             self.values: dict[str, list[Any]] = {k: list(doc["tune_params"][k])
                                                  for k in self.keys}
+            for k in self.keys:
+                if not isinstance(doc["tune_params"][k], list) or not self.values[k]:
+                    raise TargetError(f"{self.path}: tune_params gives {k} "
+                                      f"{doc['tune_params'][k]!r}, not a list of the values "
+                                      f"recorded; list them (\"{k}\": [1, 2, 4], say)")
             self.entries: dict[tuple[Any, ...], Mapping[str, Any]] = {}
             named: dict[tuple[Any, ...], str] = {}
             for name, entry in doc["cache"].items():
@@ -138,6 +143,8 @@ class ReplayTarget(Target):
             if not self.entries:
                 self._nothing_recorded(doc["cache"])
             self.space = self._space(doc, definition)
+            if next(self._recorded_points(), None) is None:
+                self._none_in_space()
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise TargetError(
                 f"{self.path} is not a usable recorded space ({type(exc).__name__}: {exc}): it "
@@ -157,9 +164,36 @@ class ReplayTarget(Target):
         raise TargetError(
             f"{self.path}: none of the {len(cache)} cache entries names a value for every "
             f"parameter of tune_params_keys ({', '.join(self.keys)}): entry {name!r} "
-            + (f"lacks {', '.join(lacks)}" if lacks else "is not an object of such values")
+            + (f"lacks {', '.join(lacks)}" if lacks else "holds a list or an object where a "
+               "value belongs" if isinstance(entry, Mapping) else "is not an object of values")
             + "; make tune_params_keys name the parameters the entries record, or re-record "
             "the file")
+
+    def _none_in_space(self) -> None:
+        """Refuse a recording none of whose entries is a point of the space searched: every
+        trial of a search would fail as not recorded."""
+        point = next(iter(self.entries))
+        full = dict(zip(self.keys, point))
+        why = self.space.violations({n: full[n] for n in self.space.names if n in full})
+        other = {k: full[k] for k, v in self.space.bound.items() if k in full and full[k] != v}
+        raise TargetError(
+            f"{self.path}: none of the {len(self.entries)} recorded configs is a point of the "
+            f"space searched (the first, {', '.join(f'{k}={v!r}' for k, v in full.items())}: "
+            + ("; ".join(why) if why else f"records {other} where tune_params has "
+               f"{ {k: self.space.bound[k] for k in other} }")
+            + "); make tune_params (and restrictions, or the space definition) admit the values "
+            "the entries record")
+
+    def _recorded_points(self) -> Iterator[tuple[Config, Mapping[str, Any]]]:
+        """The recorded entries that are points of the space, each with its config."""
+        domains = {p.name: {v: v for v in p.values} for p in self.space.params}
+        for point, entry in self.entries.items():
+            full = dict(zip(self.keys, point))
+            if any(n not in full or full[n] not in domains[n] for n in domains):
+                continue
+            config = Config({n: domains[n][full[n]] for n in domains})
+            if self._entry(config) is entry and config in self.space:
+                yield config, entry
 
     def _twins(self, first: str, one: Mapping[str, Any], second: str, other: Mapping[str, Any],
                declared: Any) -> None:
@@ -280,13 +314,4 @@ class ReplayTarget(Target):
         """Lowest recorded mean runtime among valid points of the space."""
         # the recorded entries that are points of the space, not the space's points: a sparse
         # recording of a declared space of 2^40 points is not enumerated
-        domains = {p.name: {v: v for v in p.values} for p in self.space.params}
-        best = math.inf
-        for point, entry in self.entries.items():
-            full = dict(zip(self.keys, point))
-            if any(n not in full or full[n] not in domains[n] for n in domains):
-                continue
-            config = Config({n: domains[n][full[n]] for n in domains})
-            if self._entry(config) is entry and config in self.space:
-                best = min(best, self.true_time(config))
-        return best
+        return min((self.true_time(c) for c, _ in self._recorded_points()), default=math.inf)
