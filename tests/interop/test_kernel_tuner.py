@@ -136,9 +136,10 @@ def test_entries_with_odd_fields_are_measured_imported_and_searched(tmp_path: Pa
         "1,2": {"a": 1, "b": 2, "time": 2.0, "times": [None, 2.5], "compile_time": "abc"},
         "2,1": {"a": 2, "b": 1, "time": [3.0], "benchmark_time": "slow"},
         "2,2": {"a": 2, "b": 2, "time": True, "times": [], "compile_time": True},
+        "4,1": {"a": 4, "b": 1, "time": 4.0, "times": [4.0, float("nan"), -1.0]},
     }
     doc = {"kernel_name": "odd", "tune_params_keys": ["a", "b"],
-           "tune_params": {"a": [1, 2], "b": [1, 2]}, "cache": cache}
+           "tune_params": {"a": [1, 2, 4], "b": [1, 2]}, "cache": cache}
     path = tmp_path / "odd.json"
     path.write_text(json.dumps(doc))
     target = ReplayTarget(path, noisy=True, seed=0)
@@ -148,13 +149,17 @@ def test_entries_with_odd_fields_are_measured_imported_and_searched(tmp_path: Pa
     assert got[(1, 2)].ok and got[(1, 2)].times_ms == (2.0,) and got[(1, 2)].compile_ms is None
     assert got[(2, 1)].status is Status.RUNTIME_ERROR and "not a number" in got[(2, 1)].error
     assert got[(2, 2)].status is Status.RUNTIME_ERROR
+    # repeats that are no runtimes (NaN, negative): the mean stands, as replayed and imported
+    assert got[(4, 1)].ok and got[(4, 1)].times_ms == (4.0,)
     assert target.optimum() == 1.0
     db = tmp_path / "odd.db"
     assert main(["db", "import", str(path), "--db", str(db)]) == 0
-    assert "imported 4 trials" in capsys.readouterr().err
+    assert "imported 5 trials" in capsys.readouterr().err
+    with Database(db) as d:
+        assert {m.config["a"]: m.value for m in d.measurements(w) if m.ok}[4] == 4.0
     assert main(["search", "--target", f"replay:{path}", "--db", str(tmp_path / "s.db"),
-                 "--budget", "4trials", "-q"]) == 0
-    assert json.loads(capsys.readouterr().out)["trials"] == 4
+                 "--budget", "6trials", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["trials"] == 6
 
 
 @pytest.mark.parametrize("fmt", ["json", "jsonl"])

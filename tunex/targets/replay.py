@@ -47,12 +47,14 @@ def _number(value: Any) -> float | None:
 
 def recorded_times(entry: Mapping[str, Any]) -> list[float] | None:
     """An entry's recorded repeats (``times``), or None where it holds none or something other
-    than a list of numbers (the entry's ``time`` stands then)."""
+    than a list of runtimes (numbers, finite and not negative): the entry's ``time`` stands
+    then."""
     times = entry.get("times")
     if not isinstance(times, list) or not times:
         return None
     out = [_number(t) for t in times]
-    return None if any(t is None for t in out) else [t for t in out if t is not None]
+    ok = [t for t in out if t is not None and math.isfinite(t) and t >= 0]
+    return ok if len(ok) == len(out) else None
 
 
 def load_recorded(path: str | Path) -> dict[str, Any]:
