@@ -54,6 +54,8 @@ def test_own_format_with_restrictions_and_missing_points(tmp_path):
         },
     }
     p = tmp_path / "toy.json"
+    p.write_text(json.dumps({**doc, "restrictions": "a * b <= 4"}))  # one, not in a list
+    assert make_target(f"replay:{p}").space.size == 5  # was: "constraint ' ' is not valid"
     p.write_text(json.dumps(doc))
     t = make_target(f"replay:{p}")
     assert t.space.size == 5  # (1,1) (1,2) (2,1) (2,2) (4,1)

@@ -214,6 +214,8 @@ class ReplayTarget(Target):
     def _space(self, doc: Mapping[str, Any], definition: str | Path | None) -> Space:
         name = str(doc.get("kernel_name") or self.path.stem)
         restrictions = doc.get("restrictions")
+        if isinstance(restrictions, str):  # one expression, not a list of its characters
+            restrictions = [restrictions]
         t1 = None
         if restrictions is None:
             t1 = Path(definition) if definition else _find_definition(self.path, self.keys)
