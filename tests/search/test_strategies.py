@@ -119,6 +119,19 @@ def test_resume_by_telling_history_first():
     assert not set(nxt) & {m.config for m in past}
 
 
+@pytest.mark.parametrize("spec", [s for s in SPECS if s != "optuna:gp"])
+def test_batches_exhaust_a_small_constrained_space_without_a_repeat(spec):
+    """An Optuna sampler stuck on excluded points falls back to fresh random ones: in a batch
+    (--batch 7) those could repeat a config already in that batch, measured twice."""
+    s = Space([Pow2("bx", 1, 256), Pow2("by", 1, 256)], ["bx * by == 256"])  # 9 of 81 valid
+    st = get_strategy(spec, s, seed=0)
+    got: list[Config] = []
+    while (b := st.ask(7)) is not None:
+        got += b
+        st.tell([Measurement(c, Status.OK, (float(c["bx"]),)) for c in b])
+    assert len(got) == len(set(got)) and set(got) == set(s)
+
+
 def test_optuna_never_sends_excluded_or_repeated_points():
     s = Space([Pow2("bx", 1, 256), Pow2("by", 1, 256)], ["bx * by == 256"])  # 9 of 81 valid
     st = get_strategy("optuna:tpe", s, seed=0)

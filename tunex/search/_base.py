@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import importlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -94,9 +94,10 @@ class SearchStrategy(abc.ABC):
     def _fresh(self, config: Config) -> bool:
         return config not in self.history and config not in self.pending
 
-    def _random_fresh(self, n: int) -> list[Config] | None:
-        """``n`` uniform valid configs never told nor pending; ``None`` if none is left."""
-        seen = self.history.keys() | self.pending
+    def _random_fresh(self, n: int, also: Collection[Config] = ()) -> list[Config] | None:
+        """``n`` uniform valid configs never told nor pending nor in ``also`` (those proposed
+        so far in this ask); ``None`` if none is left."""
+        seen = self.history.keys() | self.pending | set(also)
         out = self.space.sample(n, self.rng, exclude=seen)
         self.proposals += len(out)
         return out or None

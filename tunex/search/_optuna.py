@@ -159,7 +159,7 @@ class OptunaSearch(SearchStrategy):
                     picked = config
                     break
             if picked is None:  # the sampler is stuck on known points: add a fresh one
-                fresh = self._random_fresh(1)
+                fresh = self._random_fresh(1, also=out)
                 if fresh is None:
                     break
                 picked = fresh[0]
