@@ -197,3 +197,22 @@ def test_a_recording_whose_space_holds_none_of_its_entries_is_refused(tmp_path, 
         ReplayTarget(p)
     p.write_text(json.dumps(doc))
     assert ReplayTarget(p).optimum() == 3.0
+
+
+def test_a_cache_kernel_tuner_left_open_is_read_as_kernel_tuner_reads_it(tmp_path):
+    """Kernel Tuner appends '"key": {...},' per measured config and closes the file when
+    tuning ends; the cache of a run that stopped early was refused as not JSON."""
+    header = {"kernel_name": "k", "tune_params_keys": ["a"], "tune_params": {"a": [1, 2, 4]}}
+    head = json.dumps(header)[:-1] + ', "cache": {'
+    entries = "".join(f'\n"{a}": {json.dumps({"a": a, "time": 5.0 - a})},' for a in (1, 2))
+    p = tmp_path / "open.json"
+    for text in (head + entries, head + entries[:-1] + "\n"):  # with or without its comma
+        p.write_text(text)
+        t = ReplayTarget(p)
+        assert len(t.entries) == 2 and t.optimum() == 3.0
+    p.write_text(head)  # opened, nothing measured yet
+    with pytest.raises(TargetError, match="the cache holds no entry"):
+        ReplayTarget(p)
+    p.write_text(head + entries[:-5])  # cut inside an entry: still not a recording
+    with pytest.raises(TargetError, match="not a recorded tuning space"):
+        ReplayTarget(p)

@@ -2,8 +2,9 @@
 
 Reads Kernel Tuner cache files (gzip'd or plain JSON: ``tune_params_keys``, ``tune_params`` and
 ``cache`` keyed by the comma-joined parameter values, each entry with ``time`` (mean ms, or an
-error string for a failed config) and ``times`` (the repeats)). tunex records its own spaces in
-the same format, with an optional top-level ``restrictions`` list of constraint expressions.
+error string for a failed config) and ``times`` (the repeats); a cache Kernel Tuner left open,
+its run stopped early, included). tunex records its own spaces in the same format, with an
+optional top-level ``restrictions`` list of constraint expressions.
 
 The space searched is the recorded parameters with their constraints, taken from (in order)
 the file's ``restrictions``, an explicit T1 space definition, or a T1 definition found beside
@@ -57,6 +58,21 @@ def recorded_times(entry: Mapping[str, Any]) -> list[float] | None:
     return ok if len(ok) == len(out) else None
 
 
+def _json(raw: bytes) -> Any:
+    """The document in ``raw``. Kernel Tuner appends each entry to its cache file as it is
+    measured (``"key": {...},``) and closes the file only when tuning ends: a cache left open by
+    a run that stopped early is read as Kernel Tuner reads it, closed."""
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        text = raw.rstrip()
+        text = text[:-1] if text.endswith(b",") else text
+        try:
+            return json.loads(text + b"}\n}")
+        except ValueError:
+            raise exc from None
+
+
 def load_recorded(path: str | Path) -> dict[str, Any]:
     """Read a recorded space (``.json`` or ``.json.gz``) with a clear error when it is not one."""
     p = Path(path)
@@ -69,7 +85,7 @@ def load_recorded(path: str | Path) -> dict[str, Any]:
         raw = p.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
-        doc = json.loads(raw)
+        doc = _json(raw)
         for key in ("tune_params_keys", "tune_params", "cache"):
             doc[key]
     except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
