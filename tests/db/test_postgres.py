@@ -21,10 +21,17 @@ from .test_database import (
     run_writers,
     sample_measurements,
 )
+from .test_database import (
+    test_a_config_that_once_gave_a_wrong_result_never_ranks as wrong_result_never_ranks,
+)
 
 pytestmark = pytest.mark.postgres
 
 
+
+def test_a_wrong_result_keeps_a_config_from_ranking_on_a_server(pg_url: str) -> None:
+    with Database(pg_url) as db:
+        wrong_result_never_ranks(db)
 
 
 def test_round_trip_numbers_and_ranking(pg_url: str) -> None:

@@ -411,12 +411,16 @@ class Records(Store):
         if ok_only:
             # a config that gave a wrong result once (a race, an uninitialised read) is not
             # correct, whatever its other runs gave: it never ranks
+            # (uncorrelated, so it runs once: correlated, it rescanned the workload's trials
+            # for every row, minutes at 100k trials)
             wrong = S.trials.alias("wrong")
+            wrongs = sa.select(wrong.c.workload_id, wrong.c.config_key).where(
+                wrong.c.status == Status.WRONG_RESULT.value)
+            if workload is not None:
+                wrongs = wrongs.where(wrong.c.workload_id == wid)
             query = query.where(
                 t.status == Status.OK.value, t.value_ms.is_not(None),
-                ~sa.exists().where(wrong.c.workload_id == t.workload_id,
-                                   wrong.c.config_key == t.config_key,
-                                   wrong.c.status == Status.WRONG_RESULT.value))
+                sa.tuple_(t.workload_id, t.config_key).not_in(wrongs))
         return list(conn.execute(query.order_by(t.workload_id, t.number)))
 
     def trials(self, workload: Workload) -> list[Trial]:
