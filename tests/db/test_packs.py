@@ -119,6 +119,25 @@ def test_export_nothing_is_an_error(tmp_path: Path) -> None:
     assert not (tmp_path / "p.json").exists()
 
 
+def test_export_leaves_out_a_workload_its_loader_would_refuse(db: Database, tmp_path: Path,
+                                                              caplog) -> None:
+    # a call keyed n=nan (recorded as the decorator met it) made tunex pack export write a
+    # pack that load_pack refuses whole ("NaN is not allowed in a pack")
+    nan = Workload("matmul", "abc", {"M": float("nan"), "N": 1024, "a.dtype": "float16"}, H200)
+    db.record(nan, ok(64, 1.0))
+    order = Workload("loops", "def", {"M": 64}, H200)  # a tuple (a Permutation) is a list there
+    db.record(order, Measurement(Config(order=(2, 0, 1)), Status.OK, (1.0,)))
+    pack = export_pack(db, tmp_path / "p.json", name="mylib", version="1.2")
+    assert len(pack.entries) == 4 and nan not in [e.workload for e in pack.entries]
+    assert load_pack(tmp_path / "p.json").entries == pack.entries
+    assert "left out" in caplog.text and nan.digest in caplog.text
+    with Database(tmp_path / "nan.db") as only:
+        only.record(nan, ok(64, 1.0))
+        with pytest.raises(PackError, match="no workload a pack can hold"):
+            export_pack(only, tmp_path / "q.json", name="x", version="1")
+    assert not (tmp_path / "q.json").exists()
+
+
 def test_load_round_trip(pack_path: Path) -> None:
     pack = load_pack(pack_path)
     again = load_pack(pack_path)

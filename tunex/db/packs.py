@@ -56,6 +56,7 @@ import datetime as _dt
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import statistics
@@ -85,6 +86,8 @@ __all__ = [
     "target_arch",
     "target_device",
 ]
+
+log = logging.getLogger("tunex.db")
 
 #: The ``format`` field of every pack.
 PACK_FORMAT = "tunex.pack"
@@ -787,9 +790,25 @@ def export_pack(db: Any, path: str | os.PathLike[str], *, kernel: str | None = N
         what = f"kernel {kernel!r}" if kernel else "any kernel"
         raise PackError(f"{db!r} holds no successful trial of {what}: nothing to export; "
                         "tune first (tunex search, or @tunex.autotune with mode='on_miss')")
-    entries = tuple(PackEntry.from_measurement(w, m, db.count(w)) for w, m in best)
+    entries: list[PackEntry] = []
+    facts = []
+    for w, m in best:
+        entry = PackEntry.from_measurement(w, m, db.count(w))
+        try:  # what load_pack refuses (a NaN key value) would make the whole pack unusable
+            _entry(0, _plain(entry.to_dict()))
+        except ValueError as exc:
+            log.warning("pack %s-%s: workload %s (%s %s) left out: a pack cannot hold it (%s)",
+                        name, version, w.digest, w.kernel, dict(w.problem),
+                        str(exc).removeprefix("entries[0]."))
+            continue
+        entries.append(entry)
+        facts.append(m.facts)
+    if not entries:
+        raise PackError(f"{db!r} holds no workload a pack can hold (see the warnings): nothing "
+                        "to export")
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
-    pack = Pack(str(name), str(version), entries, _provenance(entries, [m.facts for _, m in best]),
+    pack = Pack(str(name), str(version), tuple(entries),
+                _provenance(entries, facts),
                 now.isoformat().replace("+00:00", "Z"))
     if sign_with is not None:
         pack = sign_pack(pack, sign_with)
