@@ -138,6 +138,14 @@ def test_export_leaves_out_a_workload_its_loader_would_refuse(db: Database, tmp_
     assert not (tmp_path / "q.json").exists()
 
 
+def test_a_pack_that_cannot_be_written_leaves_no_temporary_file(db: Database,
+                                                                 tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()  # -o naming a directory: the final rename fails
+    with pytest.raises(PackError, match="cannot write pack"):
+        export_pack(db, tmp_path / "out", name="x", version="1")
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
 def test_load_round_trip(pack_path: Path) -> None:
     pack = load_pack(pack_path)
     again = load_pack(pack_path)

@@ -51,6 +51,7 @@ then the pack loaded first, then the entry first in its pack.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
@@ -299,6 +300,7 @@ class Pack:
         """Write the pack to ``path`` atomically; return it with its checksum set."""
         text = self.to_json()
         target = Path(os.fspath(path))
+        tmp = None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
@@ -310,6 +312,9 @@ class Pack:
             os.chmod(tmp, 0o666 & ~umask)
             os.replace(tmp, target)
         except OSError as exc:
+            if tmp is not None:  # a half-written or unplaced copy is not left behind
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
             raise PackError(f"cannot write pack {target} ({exc}): check the path and its "
                             "permissions") from exc
         return Pack(self.name, self.version, self.entries, self.provenance, self.created_at,
