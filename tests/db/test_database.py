@@ -742,6 +742,25 @@ def test_import_skips_only_what_is_present(db: Database, tmp_path: Path) -> None
         assert other.measurements(MM) == db.measurements(MM)
 
 
+def test_import_of_a_pack_or_of_one_indented_record_says_what_it_is(db: Database,
+                                                                   tmp_path: Path) -> None:
+    # both start with "{" over several lines, and were read as jsonl: "Expecting property name
+    # enclosed in double quotes: line 1 column 2", which sends the user looking for a typo
+    from tunex.db import export_pack
+
+    fill(db)
+    pack = tmp_path / "mylib.json"
+    export_pack(db, pack, name="mylib", version="1")
+    with Database(tmp_path / "dst.db") as dst:
+        with pytest.raises(DatabaseError, match=r"is a config pack.*tunex pack import"):
+            dst.import_trials(pack)
+        one = tmp_path / "one.json"
+        db.export(one, format="json")
+        one.write_text(json.dumps(json.loads(one.read_text())[0], indent=2))
+        assert dst.import_trials(one) == 1
+        assert dst.measurements(MM) == db.measurements(MM)[:1]
+
+
 def test_import_is_all_or_nothing(db: Database, tmp_path: Path) -> None:
     fill(db)
     path = tmp_path / "bad.jsonl"

@@ -391,7 +391,10 @@ def _read_export(source: str | os.PathLike[str] | IO[str]
         if start == "[":
             records = json.loads(text)
         elif start == "{":
-            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+            try:  # one object, maybe over several lines: a single record, or not an export
+                records = [json.loads(text)]
+            except ValueError:
+                records = [json.loads(line) for line in text.splitlines() if line.strip()]
         else:
             raise ValueError("it is not JSON")
     except ValueError as exc:
@@ -399,6 +402,12 @@ def _read_export(source: str | os.PathLike[str] | IO[str]
             f"{name} is not a tunex json/jsonl export ({exc}); nothing was imported. CSV exports "
             "cannot be imported: export with format='json' or 'jsonl'"
         ) from exc
+    from tunex.db.packs import PACK_FORMAT
+
+    if len(records) == 1 and isinstance(records[0], dict) and \
+            records[0].get("format") == PACK_FORMAT:
+        raise DatabaseError(f"{name} is a config pack, not a trials export; nothing was "
+                            f"imported: import it with `tunex pack import {name}`")
     items = []
     declared: dict[Workload, Space] = {}
     for i, rec in enumerate(records, start=1):
