@@ -84,12 +84,25 @@ def test_a_space_or_config_list_of_the_wrong_kind_is_a_config_error(options):
     ({"name": 5}, "name=5: give the kernel's name"),
     ({"name": " "}, "name=' ': give the kernel's name"),
     ({"space": Space([Pow2("BLOCK", 32, 128), Pow2("n", 32, 64)])}, r"\['n'\] both select"),
+    ({"db": 5}, "db=5: give the tuning database"),
+    ({"db": ["a.db"]}, "db=.*give the tuning database"),
+    ({"listener": "print"}, "listener='print': give a function"),
+    ({"bench": 3}, "bench=3: give a function"),
+    ({"problem": {"n": 1}}, "problem=.*give a function"),
+    ({"reset_to_zero": 5}, "reset_to_zero=5: give a list"),
 ])
 def test_options_of_the_wrong_kind_are_refused_at_decoration(options, says):
     """Each once passed decoration: `dtypes="no"` and `use_cuda_graph="false"` read as true,
-    `warmup="10"` failed at the first timing, `key=None` with a TypeError from inside."""
+    `warmup="10"` failed at the first timing, `key=None` with a TypeError from inside, `db=5`
+    with a TypeError at the first call, `listener="print"` was never called."""
     from tunex.errors import ConfigError
 
     with pytest.raises(ConfigError, match=says):
         decorate(**options)
     assert decorate(key="n").key_names == ["n"]  # one name is a key too
+
+
+def test_one_name_for_reset_to_zero_is_that_argument():
+    """reset_to_zero='out' was read letter by letter: "'o' is not an argument of the kernel"."""
+    k = decorate(reset_to_zero="out", restore_value="x")
+    assert k.reset_to_zero == ["out"] and k.restore_value == ["x"]

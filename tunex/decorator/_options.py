@@ -134,6 +134,26 @@ class AutotuneOptions:
                                           and self.name.isprintable()):
             raise ConfigError(f"@tunex.autotune name={self.name!r}: give the kernel's name "
                               "in workloads as text (default: the function's name)")
+        f: Any
+        for n, f in (("listener", self.listener), ("pre_hook", self.pre_hook),
+                     ("post_hook", self.post_hook), ("do_bench", self.do_bench),
+                     ("bench", self.bench), ("problem", self.problem), ("bind", self.bind)):
+            if f is not None and not callable(f):  # else it fails (or is ignored) at a launch
+                raise ConfigError(f"@tunex.autotune {n}={f!r}: give a function, or None")
+        if self.db is not None and not isinstance(self.db, (str, os.PathLike)):
+            from tunex.db import Database
+
+            if not isinstance(self.db, Database):
+                raise ConfigError(f"@tunex.autotune db={self.db!r}: give the tuning database "
+                                  "as a path, a URL or a tunex.db.Database (default: TUNEX_DB)")
+        for n in ("reset_to_zero", "restore_value"):
+            f = getattr(self, n)
+            if isinstance(f, str):  # one argument's name, not its letters
+                object.__setattr__(self, n, [f])
+            elif f is not None and not (isinstance(f, (list, tuple))
+                                        and all(isinstance(a, str) for a in f)):
+                raise ConfigError(f"@tunex.autotune {n}={f!r}: give a list of the kernel's "
+                                  "argument names")
         key = self.key
         names = [key] if isinstance(key, str) else (
             list(key) if isinstance(key, (Mapping, list, tuple)) else None)
