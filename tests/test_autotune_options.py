@@ -106,3 +106,14 @@ def test_one_name_for_reset_to_zero_is_that_argument():
     """reset_to_zero='out' was read letter by letter: "'o' is not an argument of the kernel"."""
     k = decorate(reset_to_zero="out", restore_value="x")
     assert k.reset_to_zero == ["out"] and k.restore_value == ["x"]
+
+
+def test_a_kernel_decorated_twice_is_refused_at_decoration():
+    """It was accepted, and its first call failed inside the inner one: "['BLOCK'] are tuned
+    by @tunex.autotune; do not pass them to the call", though the caller passed none."""
+    from tunex.errors import ConfigError
+
+    k = decorate()
+    with pytest.raises(ConfigError, match=r"already under @tunex\.autotune"):
+        tunex.autotune(space=SPACE, key=["n"])(k)
+    assert tunex.autotune(space=SPACE, key=["n"], mode="pinned")(k.fn).mode == "pinned"

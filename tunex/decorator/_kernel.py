@@ -64,6 +64,10 @@ class Autotuned(ResolutionMixin, ConfigsMixin, TuningMixin):
                               "space=Space(...), not both and not neither")
         if mode not in R.MODES:
             raise ConfigError(f"unknown autotune mode {mode!r}: use one of {', '.join(R.MODES)}")
+        if isinstance(fn, Autotuned):  # the inner one would refuse every config the outer gives
+            raise ConfigError(f"{fn.name} is already under @tunex.autotune: decorate its "
+                              "@triton.jit function once (to change options, decorate that "
+                              "function again, e.g. tunex.autotune(...)(kernel.fn))")
         self.fn = fn
         self.base_fn = _base_function(fn)
         self.arg_names: list[str] = list(getattr(fn, "arg_names", None)
