@@ -122,3 +122,24 @@ def test_writing_an_export_over_the_database_itself_is_refused(tmp_path, capsys,
     assert db.read_bytes() == before
     with sqlite3.connect(db) as con:
         assert con.execute("select count(*) from trials").fetchone() == (6,)
+
+
+def test_names_and_values_with_brackets_print_as_written(tmp_path, capsys, monkeypatch):
+    """A "[/]" in a kernel name, problem or config value (db import and recorded spaces take
+    any text) was read as rich markup: db best, db workloads and pack show crashed with a
+    MarkupError traceback, and "[red]" would have styled the rest instead of showing."""
+    from tunex.db import Database, export_pack
+    from tunex.trial import Config, Measurement, Status, Workload
+
+    db = tmp_path / "odd.db"
+    with Database(db) as d:
+        d.record(Workload("k[/]x[red]", "h", {"M[/]": "v[/x]"}, {"device": "d[/]"}),
+                 Measurement(Config(B=1, mode="[/]"), Status.OK, (1.0,)))
+        export_pack(d, tmp_path / "odd.json", name="odd", version="1")
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "300")  # rich folds table cells to the width
+    for argv in (["db", "best", "--db", str(db)], ["db", "workloads", "--db", str(db)],
+                 ["pack", "show", str(tmp_path / "odd.json")]):
+        assert main(argv) == 0, argv
+        out = capsys.readouterr().out
+        assert "k[/]x[red]" in out and "M[/]=v[/x]" in out and "d[/]" in out, out

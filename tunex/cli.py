@@ -16,6 +16,14 @@ from tunex.errors import TunexError
 __all__ = ["main"]
 
 
+def escape(text: str) -> str:
+    """``text`` printed by rich as written: names and values come from databases, packs and
+    recorded spaces, and a ``[/]`` in one is not markup (it raised MarkupError)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 def _shape(text: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for part in filter(None, (text or "").split(",")):
@@ -170,10 +178,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         if not quiet:
             from tunex.db import problem_label
 
-            console.print(f"[bold]tunex[/] {workload.kernel} {problem_label(workload)} on "
-                          f"{dict(workload.target)} (workload {workload.digest}): space of "
-                          f"{space.size:,} valid points ({space.raw_size:,} raw), strategy "
-                          f"{args.strategy}, budget {budget}, db {args.db}", highlight=False)
+            console.print("[bold]tunex[/] " + escape(
+                f"{workload.kernel} {problem_label(workload)} on {dict(workload.target)} "
+                f"(workload {workload.digest}): space of {space.size:,} valid points "
+                f"({space.raw_size:,} raw), strategy {args.strategy}, budget {budget}, "
+                f"db {args.db}"), highlight=False)
         result = _run_interruptible(tuner)
         versus = None
         if (not args.no_baseline and result.best is not None and result.stopped != "interrupted"
@@ -334,10 +343,11 @@ def _report(console: Any, result: Any, space: Any, args: argparse.Namespace,
     if args.json or args.quiet:  # -q: the same summary on one line
         print(json.dumps(_summary(result, versus), indent=2 if args.json else None))
         return
-    t = Table(title=f"{result.workload.kernel}: best of {result.trials} trials", show_header=False)
+    t = Table(title=escape(f"{result.workload.kernel}: best of {result.trials} trials"),
+              show_header=False)
     if result.best is not None:
         for k, v in result.best.config.items():
-            t.add_row(k, str(v))
+            t.add_row(escape(k), escape(str(v)))
         t.add_row("[bold]time", f"{result.best.value:.5g} ms (spread {result.best.spread:.1%}, "
                   f"{len(result.best.times_ms)} repeats)")
     else:
@@ -404,11 +414,12 @@ def cmd_db(args: argparse.Namespace) -> int:
 
             console = Console()
             for w, m in rows:
-                console.print(f"[bold]{w.kernel}[/] {problem_label(w)}  target "
-                              f"{json.dumps(w.target)}  (workload {w.digest})", highlight=False)
+                console.print(f"[bold]{escape(w.kernel)}[/] " + escape(
+                    f"{problem_label(w)}  target {json.dumps(w.target)}  (workload "
+                    f"{w.digest})"), highlight=False)
                 console.print(f"  [green]{m.value:.5g} ms[/] (spread {m.spread:.1%}, "
                               f"{len(m.times_ms)} repeats)  "
-                              + " ".join(f"{k}={v}" for k, v in m.config.items()),
+                              + escape(" ".join(f"{k}={v}" for k, v in m.config.items())),
                               highlight=False)
             if not rows:
                 print("no successful trial recorded yet", file=sys.stderr)
@@ -422,11 +433,12 @@ def cmd_db(args: argparse.Namespace) -> int:
                                    "trials": n, "best_ms": None if b is None else b.value}
                                   for w, n, b in found], indent=2))
                 return 0
-            t = Table(title=f"workloads in {args.db}")
+            t = Table(title=escape(f"workloads in {args.db}"))
             for col in ("kernel", "problem", "target", "trials", "best (ms)", "workload"):
                 t.add_column(col, overflow="fold")
             for w, n, b in found:
-                t.add_row(w.kernel, problem_label(w), target_label(w), str(n),
+                t.add_row(escape(w.kernel), escape(problem_label(w)), escape(target_label(w)),
+                          str(n),
                           "-" if b is None else f"{b.value:.5g}", w.digest)
             Console().print(t)
     return 0
@@ -519,19 +531,20 @@ def cmd_pack(args: argparse.Namespace) -> int:
             items = value if isinstance(value, list) else [value] if value else []
             return ", ".join(str(v) for v in items) or "?"
 
-        t = Table(title=f"pack {pack.label} ({pack.created_at}; tunex {prov.get('tunex')}, "
-                        f"Triton {listed(prov.get('triton'))}, CUDA {listed(prov.get('cuda'))})")
+        t = Table(title=escape(
+            f"pack {pack.label} ({pack.created_at}; tunex {prov.get('tunex')}, "
+            f"Triton {listed(prov.get('triton'))}, CUDA {listed(prov.get('cuda'))})"))
         for col in ("kernel", "problem", "device", "median (ms)", "spread", "repeats", "config"):
             t.add_column(col)
         from tunex.db.packs import target_arch, target_device
 
         for e in pack.entries:
             w = e.workload
-            t.add_row(f"{w.kernel} {w.kernel_hash[:8]}",
-                      " ".join(f"{k}={v}" for k, v in w.problem.items()),
-                      f"{target_device(w.target)} {target_arch(w.target)}",
+            t.add_row(escape(f"{w.kernel} {w.kernel_hash[:8]}"),
+                      escape(" ".join(f"{k}={v}" for k, v in w.problem.items())),
+                      escape(f"{target_device(w.target)} {target_arch(w.target)}"),
                       f"{e.median_ms:.5g}", f"{e.spread:.1%}", str(e.repeats),
-                      " ".join(f"{k}={v}" for k, v in e.config.items()))
+                      escape(" ".join(f"{k}={v}" for k, v in e.config.items())))
         Console().print(t)
     return 0
 
@@ -568,12 +581,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     wide = max(len(c.name) for c in checks)
     for c in checks:
-        console.print(f"{c.area:<9}{c.name:<{wide + 2}}{mark.get(c.state, c.state)}  {c.detail}",
-                      markup=True, soft_wrap=True)
+        console.print(f"{c.area:<9}{c.name:<{wide + 2}}{mark.get(c.state, c.state)}  "
+                      f"{escape(c.detail)}", markup=True, soft_wrap=True)
         if c.fix and c.state != "ok":
-            console.print(f"{'':<{wide + 20}}-> {c.fix}", soft_wrap=True)
+            console.print(f"{'':<{wide + 20}}-> {escape(c.fix)}", soft_wrap=True)
     for name, value in environment().items():
-        console.print(f"{name}={value}", highlight=False)
+        console.print(escape(f"{name}={value}"), highlight=False)
     return 0
 
 
