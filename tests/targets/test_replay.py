@@ -79,6 +79,22 @@ def test_bad_files_give_clear_errors(tmp_path):
         make_target("quantum:x")
 
 
+def test_a_gzip_bomb_is_refused_before_it_is_unpacked_whole(tmp_path, monkeypatch, capsys):
+    """A few MB of gzip can unpack to many GB: replay: and db import read it whole into memory
+    (an out-of-memory kill of the machine, not an error)."""
+    import tunex.targets.replay as replay
+    from tunex.cli import main
+
+    monkeypatch.setattr(replay, "MAX_RECORDED_BYTES", 1 << 20)
+    bomb = tmp_path / "space.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"cache": {' + b" " * (8 << 20) + b"}}"))
+    assert bomb.stat().st_size < 64 << 10
+    with pytest.raises(TargetError, match=r"unpacks to over 1 MiB \(a gzip bomb\?\)"):
+        ReplayTarget(bomb)
+    assert main(["db", "import", str(bomb), "--db", str(tmp_path / "x.db")]) == 2
+    assert "unpacks to over 1 MiB" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("values, says", [
     ({"a": [1], "b": [8]}, r"every parameter has one value \(a=1, b=8\)"),
     ({}, r"no parameters"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import math
 from collections.abc import Iterator, Mapping
@@ -73,6 +74,10 @@ def _json(raw: bytes) -> Any:
             raise exc from None
 
 
+#: The most a gzip'd recorded space may unpack to (the largest shared one is 16 MB).
+MAX_RECORDED_BYTES = 1 << 30
+
+
 def load_recorded(path: str | Path) -> dict[str, Any]:
     """Read a recorded space (``.json`` or ``.json.gz``) with a clear error when it is not one."""
     p = Path(path)
@@ -84,7 +89,12 @@ def load_recorded(path: str | Path) -> dict[str, Any]:
     try:
         raw = p.read_bytes()
         if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as z:
+                raw = z.read(MAX_RECORDED_BYTES + 1)  # a small file may unpack to any size
+            if len(raw) > MAX_RECORDED_BYTES:
+                raise TargetError(
+                    f"{p} unpacks to over {MAX_RECORDED_BYTES >> 20} MiB (a gzip bomb?), more "
+                    "than any recorded space tunex reads; nothing was read from it")
         doc = _json(raw)
         for key in ("tune_params_keys", "tune_params", "cache"):
             doc[key]
