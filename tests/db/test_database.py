@@ -823,6 +823,47 @@ def test_an_archived_database_on_a_read_only_medium_can_be_read(tmp_path):
         subprocess.run(["umount", str(ro)], capture_output=True)
 
 
+def test_a_read_only_database_reads_the_trials_still_in_its_log(tmp_path):
+    """A database a search wrote (and was killed, or still runs) keeps its last trials in its
+    -wal file; opened read-only it was read as immutable, without them: db export, best and
+    report silently left those trials out."""
+    import shutil
+    import subprocess
+
+    from tunex.trial import Config, Measurement, Status, Workload
+
+    src = tmp_path / "src"
+    src.mkdir()
+    wl = Workload("k", "", {"n": 1}, {"device": "d"})
+    with Database(str(src / "a.db")) as db:
+        db.record(wl, Measurement(Config(a=0), Status.OK, (3.0,)))
+        holder = sqlite3.connect(src / "a.db")  # as a live writer would: no checkpoint at close
+        holder.execute("select count(*) from trials").fetchall()
+        for i in (1, 2):
+            db.record(wl, Measurement(Config(a=i), Status.OK, (3.0 - i,)))
+    try:
+        assert (src / "a.db-wal").stat().st_size > 0
+        for suffix in ("", "-wal"):  # an archive copied without its -shm
+            shutil.copy(src / f"a.db{suffix}", src / f"b.db{suffix}")
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        if subprocess.run(["mount", "--bind", str(src), str(ro)], capture_output=True
+                          ).returncode or subprocess.run(
+                ["mount", "-o", "remount,ro,bind", str(ro)], capture_output=True).returncode:
+            subprocess.run(["umount", str(ro)], capture_output=True)
+            pytest.skip("cannot make a read-only bind mount here (needs root)")
+        try:
+            with Database(str(ro / "a.db"), create=False) as db:
+                assert db.readonly and db.count(wl) == 3 and db.best(wl).value == 1.0
+            with pytest.raises(DatabaseError, match="holds trials in its write-ahead log"):
+                Database(str(ro / "b.db"), create=False)
+        finally:
+            holder.close()  # SQLite closes this process's other handles on the file with it
+            assert subprocess.run(["umount", str(ro)], capture_output=True).returncode == 0
+    finally:
+        holder.close()
+
+
 @pytest.mark.parametrize("key, value, says", [
     ("started_at", 1e300, "started_at .*between 1970 and 2262"),
     ("ended_at", math.inf, "ended_at .*between 1970 and 2262"),

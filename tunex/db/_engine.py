@@ -65,10 +65,21 @@ class Store:
             if not create and self.path.exists() and not (
                     os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)):
                 # SQLite in WAL mode writes -wal/-shm files beside the database even to read
-                # it; immutable=1 reads the file as it is, without them
+                # it; immutable=1 reads the file as it is, without them. Trials still in the
+                # log (a search killed, or running) are read through the -shm there, if any:
+                # immutable=1 would silently leave them out.
                 self.readonly = True
-                self._url = URL.create("sqlite", database=f"file:{self.path}",
-                                       query={"mode": "ro", "immutable": "1", "uri": "true"})
+                query = {"mode": "ro", "immutable": "1", "uri": "true"}
+                wal = Path(f"{self.path}-wal")
+                if wal.exists() and wal.stat().st_size > 0:
+                    if not Path(f"{self.path}-shm").exists():
+                        raise DatabaseError(
+                            f"{self._shown} is read-only and holds trials in its write-ahead "
+                            f"log ({wal.name}) that cannot be read without writing beside it: "
+                            "copy the database with its -wal file to a writable directory, "
+                            "or open it once where it can be written")
+                    del query["immutable"]
+                self._url = URL.create("sqlite", database=f"file:{self.path}", query=query)
         self._engine = self._make_engine()
         try:
             self._open(create)
