@@ -785,22 +785,24 @@ def test_export_rejects_unknown_format(db: Database, tmp_path: Path) -> None:
         db.export(tmp_path / "x.xml", format="xml")
 
 
-def test_an_archived_database_on_a_read_only_medium_can_be_read(tmp_path):
+@pytest.mark.parametrize("folder", ["src", "runs?2 #1 100%"])
+def test_an_archived_database_on_a_read_only_medium_can_be_read(tmp_path, folder):
     """db export, best, workloads and pack export read a database they cannot write (issue:
-    hardening, item 9); recording into it is a clear DatabaseError."""
+    hardening, item 9); recording into it is a clear DatabaseError. A "?", "#" or "%" in its
+    path made it 'unable to open database file' (the path went into a URI as is)."""
     import subprocess
 
     from tunex.cli import main as cli
     from tunex.errors import DatabaseError
     from tunex.trial import Config, Measurement, Status, Workload
 
-    src = tmp_path / "src"
+    src = tmp_path / folder
     src.mkdir()
     wl = Workload("k", "", {"n": 1}, {"device": "d"})
     with Database(str(src / "a.db")) as db:
         for i in range(3):
             db.record(wl, Measurement(Config(a=i), Status.OK, (1.0 + i,)))
-    ro = tmp_path / "ro"
+    ro = tmp_path / f"{folder} (read-only)"
     ro.mkdir()
     if subprocess.run(["mount", "--bind", str(src), str(ro)], capture_output=True).returncode \
             or subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)],

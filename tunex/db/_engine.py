@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
@@ -79,7 +80,9 @@ class Store:
                             "copy the database with its -wal file to a writable directory, "
                             "or open it once where it can be written")
                     del query["immutable"]
-                self._url = URL.create("sqlite", database=f"file:{self.path}", query=query)
+                # a URI: "?", "#" and "%" in the path are quoted (else it opened another file)
+                self._url = URL.create("sqlite", database=f"file:{quote(str(self.path))}",
+                                       query=query)
         self._engine = self._make_engine()
         try:
             self._open(create)
