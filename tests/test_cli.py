@@ -143,3 +143,24 @@ def test_names_and_values_with_brackets_print_as_written(tmp_path, capsys, monke
         assert main(argv) == 0, argv
         out = capsys.readouterr().out
         assert "k[/]x[red]" in out and "M[/]=v[/x]" in out and "d[/]" in out, out
+
+
+@pytest.mark.parametrize("command", [["export"], ["export", "--format", "json"], ["best"],
+                                     ["workloads"]])
+def test_a_kernel_the_database_does_not_hold_is_an_error(tmp_path, capsys, command):
+    """`db export --kernel matmull` wrote an empty file (a header) and exited 0, and db best
+    said no successful trial was recorded yet: a misspelt kernel read as an empty result."""
+    from tunex.db import Database
+    from tunex.trial import Config, Measurement, Status, Workload
+
+    db = tmp_path / "k.db"
+    with Database(db) as d:
+        d.record(Workload("matmul", "h", {"M": 1}, {"device": "x"}),
+                 Measurement(Config(B=1), Status.OK, (1.0,)))
+    out = tmp_path / "out.txt"
+    argv = ["db", *command, "--db", str(db), "--kernel", "matmull"]
+    assert main(argv + (["-o", str(out)] if command[0] == "export" else [])) == 2
+    err = capsys.readouterr().err
+    assert "no workload of kernel 'matmull'" in err and "its kernels: 'matmul'" in err
+    assert not out.exists()
+    assert main(["db", *command, "--db", str(db), "--kernel", "matmul"]) == 0

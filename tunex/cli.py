@@ -375,6 +375,10 @@ def cmd_db(args: argparse.Namespace) -> int:
 
     # importing may start a database; reading one must not create it
     with Database(args.db, create=args.db_cmd == "import") as db:
+        if getattr(args, "kernel", None) is not None:
+            from tunex.db._frames import require_kernel
+
+            require_kernel(db, args.kernel)
         if args.db_cmd == "export":
             from tunex.db import find_workloads
 

@@ -59,6 +59,19 @@ def find_workloads(db: Database, workload: str | Workload | None = None, *,
                         f"{', ...' if len(hits) > 4 else ''}): give more of the digest")
 
 
+def require_kernel(db: Database, kernel: str | None) -> None:
+    """Refuse a ``kernel`` the database holds no workload of (a misspelt ``--kernel`` would
+    export or report nothing, and say nothing), naming the kernels it holds."""
+    if kernel is None or db.workloads(kernel):
+        return
+    kernels = sorted({w.kernel for w in db.workloads()})
+    raise DatabaseError(f"no workload of kernel {kernel!r} in {db!r}"
+                        + (f" (its kernels: {', '.join(map(repr, kernels[:8]))}"
+                           f"{', ...' if len(kernels) > 8 else ''})" if kernels
+                           else " (it holds no workload yet)")
+                        + ": pass one of its kernels, or leave --kernel out")
+
+
 def to_dataframe(db: Database, workload: str | Workload | None = None, *,
                  kernel: str | None = None) -> pd.DataFrame:
     """Every trial (of ``workload``, or of the whole database; of ``kernel`` when given) as a

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tunex.db import Database, Decision, find_workloads, problem_label, target_label
+from tunex.db._frames import require_kernel
 from tunex.errors import TunexError
 from tunex.report._analysis import WorkloadReport, analyse, config_text, fmt_value, optimum_of
 from tunex.trial import Workload
@@ -61,14 +62,8 @@ def render_report(db: Database, workload: str | Workload | None = None, *,
     from tunex.report._plots import render
     from tunex.targets.replay import ReplayTarget
 
+    require_kernel(db, kernel)
     workloads = find_workloads(db, workload, kernel=kernel)
-    if not workloads and kernel is not None:
-        kernels = sorted({w.kernel for w in db.workloads()})
-        raise TunexError(f"no workload of kernel {kernel!r} in {db!r}"
-                         + (f" (its kernels: {', '.join(map(repr, kernels[:8]))}"
-                            f"{', ...' if len(kernels) > 8 else ''})" if kernels
-                            else " (it holds no workload yet)")
-                         + ": pass one of its kernels, or leave --kernel out")
     replays = [ReplayTarget(os.fspath(p)) for p in spaces]
     reports = [analyse(db, w, optimum_of(replays, w), seed=seed) for w in workloads]
     sections = [_section(r, render(r)) for r in reports]
