@@ -164,3 +164,20 @@ def test_a_kernel_the_database_does_not_hold_is_an_error(tmp_path, capsys, comma
     assert "no workload of kernel 'matmull'" in err and "its kernels: 'matmul'" in err
     assert not out.exists()
     assert main(["db", *command, "--db", str(db), "--kernel", "matmul"]) == 0
+
+
+@pytest.mark.parametrize("fmt", ["csv", "kernel_tuner"])
+def test_an_empty_workload_id_is_not_every_workload(tmp_path, capsys, fmt):
+    """`db export --workload "$ID"` with an empty $ID exported every workload (csv), or asked
+    for --workload ID (kernel_tuner), as if none had been given."""
+    from tunex.db import Database
+    from tunex.trial import Config, Measurement, Status, Workload
+
+    db = tmp_path / "k.db"
+    with Database(db) as d:
+        d.record(Workload("matmul", "h", {"M": 1}, {"device": "x"}),
+                 Measurement(Config(B=1), Status.OK, (1.0,)))
+    out = tmp_path / "out"
+    assert main(["db", "export", "--db", str(db), "--workload", "", "--format", fmt,
+                 "-o", str(out)]) == 2
+    assert "no workload ''" in capsys.readouterr().err and not out.exists()

@@ -391,7 +391,7 @@ def cmd_db(args: argparse.Namespace) -> int:
                 if fmt == "parquet" and sys.stdout.isatty():
                     raise TunexError("parquet is binary: write it to a file with -o FILE")
             one = (find_workloads(db, args.workload, kernel=args.kernel)[0]
-                   if args.workload else None)
+                   if args.workload is not None else None)  # "": an empty $ID, not all
             if fmt in ("kernel_tuner", "t4"):
                 return _export_kt(db, args, one, fmt)
             n = db.export(out, format=fmt, workload=one, kernel=args.kernel)
