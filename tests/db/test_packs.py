@@ -166,6 +166,19 @@ def test_import_round_trip_and_idempotent(pack_path: Path, tmp_path: Path) -> No
         assert dst.count(wl(1024)) == 1
 
 
+def test_a_refused_pack_import_names_the_pack(pack_path: Path, tmp_path: Path) -> None:
+    # it named "<file>: record 1", the in-memory document the pack's entries went through
+    from tunex.errors import DatabaseError
+    from tunex.space import Choice, Space
+
+    with Database(tmp_path / "dst.db") as dst:
+        dst.declare_space(wl(1024), Space([Choice("BLOCK", [32, 64]), Choice("num_warps", [4])]))
+        with pytest.raises(DatabaseError, match=rf"^config pack {pack_path}: record \d+ does "
+                                                r"not belong .*BLOCK=128 is not one of"):
+            import_pack(dst, pack_path)
+        assert dst.count(wl(1024)) == 0
+
+
 def test_entry_measurement_keeps_median_and_spread(db: Database) -> None:
     m = db.best(wl(1024))
     e = PackEntry.from_measurement(wl(1024), m, 3)

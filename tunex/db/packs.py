@@ -844,4 +844,6 @@ def import_pack(db: Any, path: str | os.PathLike[str],
         })
     if not records:
         return 0
-    return int(db.import_trials(io.StringIO(json.dumps(records))))
+    document = io.StringIO(json.dumps(records))
+    document.name = f"config pack {os.fspath(path)}"  # what a refusal names (not "<file>")
+    return int(db.import_trials(document))
