@@ -181,6 +181,23 @@ def test_a_t1_domain_that_is_no_expression_is_a_space_error(tmp_path):
         Space.from_t1(p)
 
 
+@pytest.mark.parametrize("domain", ["list(range(10**9))", "[2**2**30]", "[0] * 10**9",
+                                    "[i * j for i in range(10**4) for j in range(10**4)]"])
+def test_a_t1_domain_that_would_fill_the_memory_is_refused_at_once(tmp_path, domain):
+    """A definition found beside recorded data is read unasked: a domain that would make a
+    billion values or a billion-digit number is refused, not evaluated."""
+    t1 = {"ConfigurationSpace": {"TuningParameters": [
+        {"Name": "a", "Values": domain}, {"Name": "b", "Values": "[2**i for i in range(4)]"}],
+        "Conditions": []}}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(t1))
+    with pytest.raises(SpaceError, match="not a readable T1 space definition"):
+        Space.from_t1(p)
+    t1["ConfigurationSpace"]["TuningParameters"][0]["Values"] = "list(range(1, 4))"
+    p.write_text(json.dumps(t1))
+    assert Space.from_t1(p).param("b").values == (1, 2, 4, 8)
+
+
 def test_default_is_valid():
     s = matmul_space().bind(M=16, smem=232448)
     assert s.default() in s

@@ -589,8 +589,30 @@ def _equal(a: Any, b: Any) -> bool:
         return False
 
 
+_DOMAIN_ITEMS = 1_000_000  # values a T1 domain may make in all
+
+
+class _Guarded(ast.NodeTransformer):
+    """Powers and products of a domain expression go through checked functions."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        fn = {ast.Pow: "_pow", ast.Mult: "_mul"}.get(type(node.op))
+        if fn is None:
+            return node
+        return ast.copy_location(
+            ast.Call(func=ast.Name(fn, ast.Load()), args=[node.left, node.right], keywords=[]),
+            node)
+
+
 def _eval_values(text: str) -> list[Any]:
-    """T1 domains are Python list expressions (``[32 * i for i in range(1, 32)]``)."""
+    """T1 domains are Python list expressions (``[32 * i for i in range(1, 32)]``).
+
+    A definition is found beside recorded data and read without asking, so its text is held
+    to what such domains need: no attributes, lambdas or calls but ``range`` and ``list``,
+    powers to exponents of at most 64, and at most a million values made in all (ranges,
+    repeated lists): ``list(range(10**9))`` or ``[0] * 10**9`` would fill the memory.
+    """
     tree = ast.parse(text, mode="eval")
     for node in ast.walk(tree):
         if isinstance(node, (ast.Attribute, ast.Lambda)) or (
@@ -598,8 +620,33 @@ def _eval_values(text: str) -> list[Any]:
             and not (isinstance(node.func, ast.Name) and node.func.id in ("range", "list"))
         ):
             raise ValueError(f"domain {text!r} is not a plain list expression")
+    made = [0]
+
+    def count(n: int) -> None:
+        made[0] += n
+        if made[0] > _DOMAIN_ITEMS:
+            raise ValueError(f"domain {text!r} makes over {_DOMAIN_ITEMS:,} values")
+
+    def bounded_range(*args: int) -> Iterator[int]:
+        for v in range(*args):
+            count(1)
+            yield v
+
+    def pow_(a: Any, b: Any) -> Any:
+        if isinstance(b, int) and abs(b) > 64:
+            raise ValueError(f"domain {text!r} raises to the power {b}")
+        return a**b
+
+    def mul(a: Any, b: Any) -> Any:
+        for seq, n in ((a, b), (b, a)):
+            if isinstance(seq, (list, tuple, str)) and isinstance(n, int):
+                count(len(seq) * max(n, 0))
+        return a * b
+
+    tree = ast.fix_missing_locations(_Guarded().visit(tree))
     return list(eval(compile(tree, "<domain>", "eval"),
-                     {"__builtins__": {}, "range": range, "list": list}))
+                     {"__builtins__": {}, "range": bounded_range, "list": list,
+                      "_pow": pow_, "_mul": mul}))
 
 
 
