@@ -278,6 +278,27 @@ def test_a_strategy_that_only_repeats_measured_configs_stops(tmp_path):
     assert res.new_trials == 1 and res.stopped == "strategy repeats measured configs only"
 
 
+def test_a_config_proposed_twice_at_once_is_measured_once(tmp_path):
+    """A strategy (a user's, registered by name) that proposes one config twice in a batch,
+    or again while it runs, gets one trial of it, not two."""
+    from tunex.search import SearchStrategy
+
+    t = ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz"))
+
+    class Twice(SearchStrategy):
+        name = "twice"
+
+        def _ask(self, n):
+            c = self._random_fresh(1)
+            return None if c is None else [c[0], c[0], *self.pending][:max(n, 2)]
+
+    with Database(tmp_path / "d.db") as db:
+        res = Tuner(t, t.space, db=db, budget="12trials", strategy=Twice(t.space, seed=0),
+                    batch=4, remeasure=0).run()
+        configs = [m.config for m in db.measurements(res.workload)]
+    assert len(configs) == len(set(configs)) == res.new_trials == 12
+
+
 def test_an_executor_is_bound_to_its_target_at_construction():
     from tunex.errors import ConfigError
 

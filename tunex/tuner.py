@@ -281,11 +281,12 @@ class Tuner:
                             time.sleep(0.2)  # wait for what the others measure
                     else:
                         fresh = []
+                        inflight = set(running.values())
                         for c in asked:
                             if c in done:  # answered from the record: costs no trial
                                 self.strategy.tell([done[c]])
                                 idle += 1
-                            else:
+                            elif c not in inflight and c not in fresh:  # one trial per config
                                 fresh.append(c)
                         got = claims.take([c.key for c in fresh], limit)
                         full = got.full
