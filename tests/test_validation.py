@@ -73,6 +73,15 @@ def test_a_replay_is_noisy_only_when_told_so(value, noisy):
     assert make_target(f"replay:{RECORDED}?noisy={value}").noisy is noisy
 
 
+def test_target_options_are_read_as_their_parameter_takes_them():
+    """`cpu?cc=false` once read as the flag False, that is the default compiler, quietly: a
+    compiler's name stays text; a flag must be one."""
+    assert make_target("cpu?cc=false").cc.endswith("false")  # the program named false
+    assert make_target("cpu?check=off").check is False and make_target("cpu?repeats=3").repeats == 3
+    with pytest.raises(TargetError, match="check=true or check=false"):
+        make_target("cpu?check=maybe")
+
+
 @pytest.mark.parametrize("extra,says", [
     (["--batch", "-3"], "--batch -3"),
     (["--workers", "-1"], "--workers -1"),

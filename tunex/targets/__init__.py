@@ -47,6 +47,27 @@ def _coerce(v: str) -> Any:
             "off": False}.get(v.lower(), v)
 
 
+_FLAGS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False,
+          "1": True, "0": False}
+
+
+def _option(target: str, key: str, value: str, param: inspect.Parameter | None) -> Any:
+    """A spec's option text as its parameter takes it: a path or a compiler's name stays text
+    (``cc=false`` names a compiler, not "no compiler"), a flag must be one, and the rest is a
+    number where it reads as one."""
+    if param is None or param.annotation is inspect.Parameter.empty:
+        return _coerce(value)
+    kinds = {t.strip() for t in str(param.annotation).split("|")} - {"None"}
+    if kinds and kinds <= {"str", "Path"}:
+        return value
+    if kinds == {"bool"}:
+        if value.lower() not in _FLAGS:
+            raise TargetError(f"target {target!r}: option {key}={value!r} is neither on nor "
+                              f"off: give {key}=true or {key}=false")
+        return _FLAGS[value.lower()]
+    return _coerce(value)
+
+
 def target_class(spec: str) -> type[Target]:
     """The class of the target a :func:`make_target` spec names (imported, not constructed)."""
     name = spec.partition("?")[0].partition(":")[0]
@@ -71,9 +92,10 @@ def make_target(spec: str, **options: Any) -> Target:
     head, _, query = spec.partition("?")
     name, _, arg = head.partition(":")
     cls: Any = target_class(spec)
-    opts = {k: _coerce(v) for k, v in parse_qsl(query, keep_blank_values=True)}
-    opts.update(options)
     sig = inspect.signature(cls)
+    opts = {k: _option(name, k, v, sig.parameters.get(k))
+            for k, v in parse_qsl(query, keep_blank_values=True)}
+    opts.update(options)
     takes = [p for p in sig.parameters if p not in ("self", "args", "kwargs")]
     unknown = [k for k in opts if k not in sig.parameters]
     if unknown:
