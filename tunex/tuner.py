@@ -217,7 +217,7 @@ class Tuner:
             others = self.db.history(kernel=self.workload.kernel, exclude=self.workload)
             if others:
                 self.strategy.warm_start(others, current=self.workload)
-                transfer = self.strategy.transfer_ or {
+                transfer = getattr(self.strategy, "transfer_", None) or {
                     "workloads": len(others), "used": 0,
                     "why": f"strategy {self.strategy.name!r} does not learn from other workloads"}
                 log.info("warm start from %d of %d other workloads", transfer["used"],
@@ -349,8 +349,9 @@ class Tuner:
         for m in self.db.measurements(self.workload):
             if not m.ok:
                 failures[m.status.value] = failures.get(m.status.value, 0) + 1
-        if transfer is not None and self.strategy.transfer_ is not None:
-            transfer = dict(self.strategy.transfer_)  # its evidence on this run's own trials
+        took = getattr(self.strategy, "transfer_", None)
+        if transfer is not None and took is not None:
+            transfer = dict(took)  # with its evidence on this run's own trials
         return TuneResult(self.workload, self.db.best(self.workload), count, new,
                           self.strategy.proposals, time.monotonic() - start, stopped, failures,
                           transfer)
