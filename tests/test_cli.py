@@ -181,3 +181,20 @@ def test_an_empty_workload_id_is_not_every_workload(tmp_path, capsys, fmt):
     assert main(["db", "export", "--db", str(db), "--workload", "", "--format", fmt,
                  "-o", str(out)]) == 2
     assert "no workload ''" in capsys.readouterr().err and not out.exists()
+
+
+def test_kernels_lists_what_search_can_tune_and_what_does_not_load(capsys, monkeypatch):
+    import tunex.kernel as K
+
+    K.available_kernels()  # the registry loaded, then a user's kernel and a broken one
+    monkeypatch.setitem(K._REGISTRY, "toy_axpy", "tests.targets._toy_c:ToyAxpy")
+    monkeypatch.setitem(K._REGISTRY, "broken_k", "tests.no_such_module:Nothing")
+    assert main(["kernels"]) == 0
+    out = capsys.readouterr().out
+    assert "tunex search sgemm --shape M=... --shape N=... --shape K=..." in out
+    assert "broken_k: does not load:" in out and "no_such_module" in out
+    assert main(["kernels", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["sgemm"]["language"] == "c" and "LMUL" in rows["sgemm"]["parameters"]
+    assert rows["matmul"]["targets"] == "triton_gpu" and rows["toy_axpy"]["dims"] == ["N"]
+    assert "error" in rows["broken_k"]

@@ -625,6 +625,42 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_kernels(args: argparse.Namespace) -> int:
+    """``tunex kernels``: every kernel ``tunex search`` can tune here, with what it takes."""
+    from tunex.kernel import available_kernels, get_kernel
+
+    rows: list[dict[str, Any]] = []
+    for name in available_kernels():
+        try:
+            k = get_kernel(name)
+            params = list(k.space().names)
+        except TunexError as e:  # a user's kernel that does not load: say why, list the rest
+            rows.append({"name": name, "error": str(e)})
+            continue
+        doc = " ".join((type(k).__doc__ or "").strip().split("\n\n")[0].split())
+        doc = doc.split("; see the module docstring")[0].replace("``", "").rstrip(".")
+        rows.append({"name": name, "language": k.language,
+                     "targets": "cpu, riscv-sim, riscv-ssh" if k.language == "c" else
+                     "triton_gpu", "dims": list(k.dims), "dtypes": list(k.dtypes),
+                     "parameters": params,
+                     "about": doc})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        if "error" in r:
+            print(f"{r['name']}: does not load: {r['error']}")
+            continue
+        shape = " ".join(f"--shape {d}=..." for d in r["dims"])
+        print(f"{r['name']} ({r['language']}: {r['targets']}): {r['about']}\n"
+              f"    tunex search {r['name']} {shape}   dtypes {', '.join(r['dtypes'])}; "
+              f"tunes {', '.join(r['parameters'])}")
+    print("\nA kernel of your own: tunex search ./file.py:Class (or package.module:Class), or "
+          "name it in TUNEX_KERNELS='name=package.module:Class' or a 'tunex.kernels' entry "
+          "point (README, 'RISC-V vector kernels').")
+    return 0
+
+
 class _Help(argparse.HelpFormatter):
     """Help that shows each option's default (where it has one worth showing)."""
 
@@ -804,6 +840,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("strategies", help="list search strategies")
     st.set_defaults(fn=cmd_strategies)
+    kn = sub.add_parser("kernels", help="list the kernels tunex search can tune here (the "
+                        "library's and your own), with their dims and parameters")
+    kn.add_argument("--json", action="store_true")
+    kn.set_defaults(fn=cmd_kernels)
     for q in _subparsers(p):
         q.formatter_class = _Help
         _logging_options(q, top=False)
