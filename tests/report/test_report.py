@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests._data import recorded
@@ -283,3 +284,31 @@ def test_parameter_names_that_are_not_identifiers_are_reported(tmp_path: Path) -
     out = tmp_path / "names.html"
     assert main(["report", "--db", str(db), "-o", str(out)]) == 0
     assert "<th>block-size</th>" in out.read_text()
+
+
+def test_a_long_search_is_drawn_with_every_new_best_and_a_spread_of_the_rest() -> None:
+    """A workload of 20,000 trials drew 20,000 markers (a report of 100k trials was 20 MB):
+    the plots now draw each new best and at most a few thousand others, and its step lines
+    only where they change (the same lines)."""
+    from tunex.db._records import Trial
+    from tunex.report import _plots
+    from tunex.report._analysis import Series, WorkloadReport
+
+    w = Workload("k", problem={"n": 1})
+    rng = np.random.default_rng(0)
+    values = 1.0 + rng.random(20_000)
+    values[[5, 700, 19_990]] = [0.9, 0.5, 0.1]  # new bests, one near the end
+    trials = [Trial(i + 1, w, Measurement(Config(x=i), Status.OK, (float(v),)), "random", 0.0)
+              for i, v in enumerate(values)]
+    best = np.minimum.accumulate(values).tolist()
+    r = WorkloadReport(w, trials, [], {}, None,
+                       [Series("random", best, list(map(float, range(20_000))), best)],
+                       {}, {}, [], {})
+    svg = _plots.over_search(r)
+    drawn = svg.count("<use ")  # one per marker (and per tick mark)
+    assert _plots._POINTS <= drawn < _plots._POINTS + 400  # not 20,000
+    assert "each new best and the rest evenly spaced" in svg
+    xs, ys = _plots._changes(list(range(1, 20_001)), best)
+    assert ys[-1] == 0.1 and xs[-1] == 20_000 and len(xs) < 100  # the steps, unchanged
+    assert all(best[x - 1] == y for x, y in zip(xs, ys))
+    assert _plots.convergence_trials(r).count("<path") < 100

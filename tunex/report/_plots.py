@@ -49,6 +49,23 @@ def _log_if_wide(ax: Any, values: Sequence[float], axis: str = "y") -> None:
         (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
 
 
+#: points a scatter draws at most: past it the page grows by megabytes and says no more
+_POINTS = 3000
+
+
+def _spread(n: int, limit: int = _POINTS) -> np.ndarray:
+    """Indices of at most ``limit`` of ``n`` items, evenly spaced, first and last kept."""
+    if n <= limit:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, limit).round().astype(int))
+
+
+def _changes(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], list[float]]:
+    """A step line's vertices where it changes (and its last one): the same line drawn."""
+    keep = [i for i in range(len(ys)) if i == 0 or ys[i] != ys[i - 1] or i == len(ys) - 1]
+    return [xs[i] for i in keep], [ys[i] for i in keep]
+
+
 def _optimum(ax: Any, optimum: float | None) -> None:
     if optimum is not None:
         ax.axhline(optimum, color="black", linestyle="--", linewidth=1,
@@ -58,7 +75,8 @@ def _optimum(ax: Any, optimum: float | None) -> None:
 def convergence_trials(r: WorkloadReport) -> str:
     fig, (ax,) = _figure()
     for s in r.series:
-        ax.step(range(1, len(s.best_ms) + 1), s.best_ms, where="post", label=s.strategy)
+        ax.step(*_changes(range(1, len(s.best_ms) + 1), s.best_ms), where="post",
+                label=s.strategy)
     _optimum(ax, r.optimum_ms)
     _log_if_wide(ax, [y for s in r.series for y in s.best_ms])
     ax.set(xlabel="trials of the strategy", ylabel="best time so far (ms)")
@@ -69,7 +87,7 @@ def convergence_trials(r: WorkloadReport) -> str:
 def convergence_time(r: WorkloadReport) -> str:
     fig, (ax,) = _figure()
     for s in r.series:
-        ax.step(s.seconds, s.best_by_time, where="post", label=s.strategy)
+        ax.step(*_changes(s.seconds, s.best_by_time), where="post", label=s.strategy)
     _optimum(ax, r.optimum_ms)
     _log_if_wide(ax, [y for s in r.series for y in s.best_ms])
     ax.set(xlabel="wall time since the strategy's first trial (s)",
@@ -84,19 +102,32 @@ def over_search(r: WorkloadReport) -> str:
     labels = run_labels(r.trials)
     ok = [(t.number, t.measurement.value, lab) for t, lab in zip(r.trials, labels)
           if t.measurement.ok]
+    # past _POINTS trials: every one that set a new best, and the rest evenly spaced
+    best, record = math.inf, set()
+    for i, (_, v, _) in enumerate(ok):
+        if v < best:
+            best = v
+            record.add(i)
+    shown = [ok[i] for i in sorted(record | set(_spread(len(ok)).tolist()))]
     for lab in dict.fromkeys(labels):
-        pts = [(n, v) for n, v, ll in ok if ll == lab]
+        pts = [(n, v) for n, v, ll in shown if ll == lab]
         if pts:
             ax.scatter(*zip(*pts), s=10, alpha=0.7, label=lab)
     _log_if_wide(ax, [v for _, v, _ in ok])
     top = max((v for _, v, _ in ok), default=1.0)
     _optimum(ax, r.optimum_ms)
+    failed = 0
     for kind, color in _FAIL_COLORS.items():
         xs = [t.number for t in r.trials if t.measurement.status.value == kind]
+        failed += len(xs)
+        xs = [xs[i] for i in _spread(len(xs))]
         if xs:
             ax.scatter(xs, [top * 1.15] * len(xs), marker="x", s=22, color=color,
                        label=kind.replace("_", " "))
-    ax.set(xlabel="trial", ylabel="median time (ms)")
+    thinned = len(shown) < len(ok) or failed > _POINTS
+    ax.set(xlabel="trial" + (f" (of {len(r.trials):,}, {len(shown):,} successful ones drawn: "
+                             "each new best and the rest evenly spaced)" if thinned else ""),
+           ylabel="median time (ms)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _svg(fig)
 
@@ -180,7 +211,9 @@ def quality(r: WorkloadReport) -> str:
     b.set(xlabel="trials the model was fitted on", ylabel="time ratio",
           title="its top pick / best unseen trial")
     mid = qs[len(qs) // 2]
-    c.scatter(mid.measured_rank, mid.predicted_rank, s=10, alpha=0.7)
+    some = _spread(len(mid.measured_rank))
+    c.scatter(np.asarray(mid.measured_rank)[some], np.asarray(mid.predicted_rank)[some], s=10,
+              alpha=0.7)
     c.plot([1, mid.unseen], [1, mid.unseen], color="black", linewidth=0.8, linestyle="--")
     c.set(xlabel="measured rank (1 = fastest)", ylabel="predicted rank",
           title=f"fitted on {mid.seen}: {mid.unseen} unseen, rho {mid.spearman:.2f}")
