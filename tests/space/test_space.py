@@ -298,3 +298,19 @@ def test_a_choice_of_tuples_survives_json():
     s = Space([Choice("tile", [(1, 2), (2, (4, 1))], default=(2, (4, 1)))])
     s2 = Space.from_dict(json.loads(json.dumps(s.to_dict())))
     assert list(s2) == list(s) and s2.default() == s.default()
+
+
+def test_sampling_far_from_the_end_does_not_check_every_excluded_config(monkeypatch):
+    """A search's history is excluded from every draw: checking each excluded config's
+    validity made random search take 0.1 s a trial at 1,000 trials (quadratic). Only near
+    the end of the space, where the count matters, is it checked."""
+    s = Space([Int("a", 0, 99), Int("b", 0, 99)], ["a + b < 150"])
+    history = s.sample(1000, rng=0)
+    calls = []
+    real = Space.violations
+    monkeypatch.setattr(Space, "violations", lambda self, c: calls.append(c) or real(self, c))
+    got = s.sample(5, rng=1, exclude=history)
+    assert len(got) == 5 and not set(got) & set(history)
+    assert len(calls) < 100  # the drawn points' checks, not the 1,000 excluded ones'
+    calls.clear()
+    assert len(s.sample(10_000, rng=1, exclude=history)) == s.size - 1000  # to the end: exact

@@ -388,7 +388,9 @@ class Space:
         if not unique:
             return [self._walk(_below(gen, size)) for _ in range(n)]
         seen = set(exclude)
-        free = size - sum(1 for c in seen if c in self)
+        free = size - len(seen)  # at least: an excluded config need not be a valid point
+        if free <= 4 * n:  # near the end of the space: count exactly (a check per config)
+            free = size - sum(1 for c in seen if c in self)
         n = min(n, max(free, 0))
         out: list[Config] = []
         if n == 0:
