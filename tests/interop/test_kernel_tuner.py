@@ -252,3 +252,35 @@ def test_configs_of_one_cache_key_are_refused_not_dropped(tmp_path: Path, capsys
                  str(out)]) == 2
     assert "have the same Kernel Tuner cache key" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_cache_of_permutations_imports_and_replays(tmp_path: Path, capsys) -> None:
+    """A permutation (a loop order: a tuple) is a list in a cache file, as tunex's own export
+    writes it: the file imports with every config, and replays."""
+    from tunex.trial import Config, Measurement, Workload
+
+    db = tmp_path / "perm.db"
+    w = Workload("perm")
+    orders = [("i", "j", "k"), ("j", "i", "k"), ("k", "j", "i")]
+    with Database(db) as d:
+        for i, order in enumerate(orders):
+            for tile in (1, 2):
+                d.record(w, Measurement(Config(order=order, tile=tile), Status.OK,
+                                        (1.0 + i + tile,)), strategy="random")
+    out = tmp_path / "perm.json"
+    assert main(["db", "export", "--db", str(db), "--format", "kernel_tuner", "-o",
+                 str(out)]) == 0
+    fresh = tmp_path / "fresh.db"
+    assert main(["db", "import", str(out), "--db", str(fresh)]) == 0
+    with Database(fresh) as d:
+        (imported,) = d.workloads()
+        got = {t.measurement.config: t.measurement.times_ms for t in d.trials(imported)}
+        assert d.best(imported).config == Config(order=("i", "j", "k"), tile=1)
+    assert got == {Config(order=o, tile=t): (1.0 + i + t,)
+                   for i, o in enumerate(orders) for t in (1, 2)}
+    capsys.readouterr()
+    assert main(["search", "--target", f"replay:{out}", "--db", str(tmp_path / "s.db"),
+                 "--strategy", "exhaustive", "--budget", "6trials", "-q"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["best_ms"] == 2.0 and summary["config"]["order"] == ["i", "j", "k"]
+    assert summary["failures"] == {}

@@ -175,7 +175,8 @@ def test_a_definition_tuning_a_parameter_the_recording_lacks_is_refused(tmp_path
     ({"1,1": {"a": 1, "bb": 1, "time": 1.0}, "2,1": {"a": 2, "bb": 1, "time": 2.0}},
      r"none of the 2 cache entries .* \(a, b\): entry '1,1' lacks b"),
     ({"1,1": [1, 1, 1.0]}, "entry '1,1' is not an object"),
-    ({"1,1": {"a": [1], "b": 1, "time": 1.0}}, "entry '1,1' holds a list or an object where"),
+    ({"1,1": {"a": {"x": 1}, "b": 1, "time": 1.0}}, "entry '1,1' holds an object where"),
+    ({"1,1": {"a": [1], "b": 1, "time": 1.0}}, r"the first, a=\(1,\), b=1: a=\(1,\) is not one of"),
 ])
 def test_a_recording_that_can_answer_no_config_is_refused(tmp_path, cache, says):
     """Entries naming other parameters than tune_params_keys (or none at all) made every trial

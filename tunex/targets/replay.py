@@ -59,6 +59,12 @@ def recorded_times(entry: Mapping[str, Any]) -> list[float] | None:
     return ok if len(ok) == len(out) else None
 
 
+def _value(value: Any) -> Any:
+    """A recorded parameter value as a config holds it: a list (a permutation, which JSON
+    writes as a list, as tunex's own ``kernel_tuner`` export does) is a tuple."""
+    return tuple(_value(v) for v in value) if isinstance(value, list) else value
+
+
 def _json(raw: bytes) -> Any:
     """The document in ``raw``. Kernel Tuner appends each entry to its cache file as it is
     measured (``"key": {...},``) and closes the file only when tuning ends: a cache left open by
@@ -150,7 +156,7 @@ class ReplayTarget(Target):
         try:
             self.doc_meta = {k: v for k, v in doc.items() if k != "cache"}
             self.keys: list[str] = [str(k) for k in doc["tune_params_keys"]]
-            self.values: dict[str, list[Any]] = {k: list(doc["tune_params"][k])
+            self.values: dict[str, list[Any]] = {k: [_value(v) for v in doc["tune_params"][k]]
                                                  for k in self.keys}
             for k in self.keys:
                 if not isinstance(doc["tune_params"][k], list) or not self.values[k]:
@@ -161,7 +167,7 @@ class ReplayTarget(Target):
             named: dict[tuple[Any, ...], str] = {}
             for name, entry in doc["cache"].items():
                 try:
-                    point = tuple(entry[k] for k in self.keys)
+                    point = tuple(_value(entry[k]) for k in self.keys)
                     twin = self.entries.setdefault(point, entry)
                 except (KeyError, TypeError, IndexError):  # not a full, hashable entry: skip
                     continue
@@ -192,8 +198,8 @@ class ReplayTarget(Target):
         raise TargetError(
             f"{self.path}: none of the {len(cache)} cache entries names a value for every "
             f"parameter of tune_params_keys ({', '.join(self.keys)}): entry {name!r} "
-            + (f"lacks {', '.join(lacks)}" if lacks else "holds a list or an object where a "
-               "value belongs" if isinstance(entry, Mapping) else "is not an object of values")
+            + (f"lacks {', '.join(lacks)}" if lacks else "holds an object where a value "
+               "belongs" if isinstance(entry, Mapping) else "is not an object of values")
             + "; make tune_params_keys name the parameters the entries record, or re-record "
             "the file")
 
