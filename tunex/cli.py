@@ -768,12 +768,13 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["csv", "json", "jsonl", "parquet", "kernel_tuner", "t4"],
                    help="default: from the file's suffix, else csv; kernel_tuner (a cache "
                    "file) and t4 (FAIR T4 results) hold one workload")
-    e.add_argument("-o", "--output", default=None, help="file (default: standard output)")
+    e.add_argument("-o", "--output", default=None, help="file, gzip'd when it ends in .gz "
+                   "(trials.json.gz) (default: standard output)")
     e.add_argument("--kernel", default=None, help="only this kernel's trials")
     e.add_argument("--workload", default=None, metavar="ID",
                    help="only this workload's trials (digest or a unique prefix)")
     i = dsub.add_parser("import", help="trials from a json/jsonl export, or a Kernel Tuner "
-                        "cache file (.json or .json.gz)")
+                        "cache file (either maybe gzip'd: .json.gz)")
     i.add_argument("file")
     b = dsub.add_parser("best", help="best config per workload")
     b.add_argument("--json", action="store_true")

@@ -731,6 +731,30 @@ def test_export_import_round_trip(tmp_path: Path, fmt: str) -> None:
     src.close()
 
 
+@pytest.mark.parametrize("fmt", ["csv", "json", "jsonl"])
+def test_an_export_to_a_gz_file_is_gzipped_and_imports(tmp_path: Path, fmt: str) -> None:
+    """``-o trials.json.gz`` wrote plain CSV (the format read from ``.gz``, unknown) into a
+    file named .json.gz; it is now the format before ``.gz``, gzip'd, and imports as it is."""
+    import gzip
+
+    from tunex.cli import main
+
+    src = Database(tmp_path / "src.db")
+    ms = fill(src)
+    path = tmp_path / f"trials.{fmt}.gz"
+    assert src.export(path) == 7
+    plain = tmp_path / f"trials.{fmt}"
+    src.export(plain)
+    assert gzip.decompress(path.read_bytes()) == plain.read_bytes()
+    with pytest.raises(DatabaseError, match=r"not a \.gz one"):
+        src.export(tmp_path / "trials.parquet.gz")
+    src.close()
+    if fmt != "csv":
+        assert main(["db", "import", str(path), "--db", str(tmp_path / "dst.db")]) == 0
+        with Database(tmp_path / "dst.db") as dst:
+            assert dst.measurements(MM) == ms
+
+
 def test_import_skips_only_what_is_present(db: Database, tmp_path: Path) -> None:
     fill(db)
     path = tmp_path / "all.jsonl"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime
+import gzip
+import io
 import json
 import math
 import os
@@ -171,8 +173,9 @@ class Database(Records):
                 trial also holds ``workload_space``, its declared space (what an import into a
                 database that does not know it checks the trials against). ``"parquet"``: the
                 typed table of :func:`tunex.db.to_dataframe` (needs pyarrow). Default: from
-                the file's suffix, else csv. CSV and parquet write times as dates (UTC), the
-                JSON formats as seconds since the epoch.
+                the file's suffix (before ``.gz``: a path ending in ``.gz`` is written
+                gzip'd, and imports as it is), else csv. CSV and parquet write times as dates
+                (UTC), the JSON formats as seconds since the epoch.
 
         Only trials travel: the decisions ``@tunex.autotune`` recorded (:meth:`decisions`) say
         what processes of one machine picked and why, and stay in their database.
@@ -185,6 +188,9 @@ class Database(Records):
                 f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}"
             )
         if fmt == "parquet":
+            if _gzipped(path_or_file):
+                raise DatabaseError("parquet compresses its own columns: write the parquet "
+                                    "export to a .parquet file, not a .gz one")
             from tunex.db._frames import write_parquet
 
             return write_parquet(self, path_or_file, workload=workload, kernel=kernel)
@@ -332,9 +338,16 @@ def _config_shape(config: Config) -> dict[str, str]:
     return {k: kind(v) for k, v in config.items()}
 
 
+def _gzipped(path_or_file: object) -> bool:
+    """Whether an export goes to a ``.gz`` file: written gzip'd, in the format before ``.gz``."""
+    return isinstance(path_or_file, (str, os.PathLike)) and \
+        os.fspath(path_or_file).lower().endswith(".gz")
+
+
 def _format_from_suffix(path_or_file: object) -> str:
     if isinstance(path_or_file, (str, os.PathLike)):
-        suffix = Path(os.fspath(path_or_file)).suffix.lower().lstrip(".")
+        path = Path(os.fspath(path_or_file))
+        suffix = (path.with_suffix("") if _gzipped(path) else path).suffix.lower().lstrip(".")
         if suffix in EXPORT_FORMATS:
             return suffix
     return "csv"
@@ -344,7 +357,9 @@ def _format_from_suffix(path_or_file: object) -> str:
 def _opened(path_or_file: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
     if isinstance(path_or_file, (str, os.PathLike)):
         try:
-            with open(path_or_file, "w", encoding="utf-8", newline="") as f:
+            with (gzip.open(path_or_file, "wt", encoding="utf-8", newline="")
+                  if _gzipped(path_or_file)
+                  else open(path_or_file, "w", encoding="utf-8", newline="")) as f:
                 yield f
         except OSError as exc:
             raise DatabaseError(
@@ -370,6 +385,8 @@ def _csv_cell(value: Any) -> Any:
 
 
 _Item = tuple[Workload, Measurement, "str | None", float]
+#: The most a gzip'd export may unpack to.
+_MAX_UNPACKED = 1 << 30
 
 
 def _read_export(source: str | os.PathLike[str] | IO[str]
@@ -378,9 +395,20 @@ def _read_export(source: str | os.PathLike[str] | IO[str]
     if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
         try:
-            text = Path(name).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            raw = Path(name).read_bytes()
+            if raw[:2] == b"\x1f\x8b":  # a gzip'd export (db export -o FILE.json.gz)
+                with gzip.GzipFile(fileobj=io.BytesIO(raw)) as z:
+                    raw = z.read(_MAX_UNPACKED + 1)  # a small file may unpack to any size
+                if len(raw) > _MAX_UNPACKED:
+                    raise DatabaseError(f"{name} unpacks to over {_MAX_UNPACKED >> 30} GiB (a "
+                                        "gzip bomb?); nothing was imported")
+        except (OSError, EOFError) as exc:
             raise DatabaseError(f"cannot read {name} ({exc}): check the path") from exc
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DatabaseError(f"{name} is not a tunex json/jsonl export ({exc}); nothing was "
+                                "imported") from exc
     else:
         name = getattr(source, "name", "<file>")
         text = source.read()

@@ -56,15 +56,18 @@ _SOURCE = "kernel_tuner"
 
 
 def is_cache(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` looks like a Kernel Tuner cache file (gzip'd, or a JSON object naming
-    ``tune_params_keys``), not a tunex json/jsonl export."""
+    """Whether ``path`` looks like a Kernel Tuner cache file (gzip'd and not a gzip'd tunex
+    export, or a JSON object naming ``tune_params_keys``), not a tunex json/jsonl export."""
+    head = b""
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 16)
-    except OSError:
-        return False
-    if head[:2] == b"\x1f\x8b":
-        return True
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as z:
+                inner = z.read(1 << 16).lstrip()
+            return not (inner[:1] == b"[" or b'"workload_spec"' in inner.split(b"\n", 1)[0])
+    except (OSError, EOFError):  # a damaged gzip file: the cache reader says what is wrong
+        return head[:2] == b"\x1f\x8b"
     first = head.lstrip()[:1]
     line = head.lstrip().split(b"\n", 1)[0]
     return first == b"{" and b'"tune_params_keys"' in head and b'"workload_spec"' not in line
