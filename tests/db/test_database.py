@@ -785,6 +785,24 @@ def test_import_of_a_pack_or_of_one_indented_record_says_what_it_is(db: Database
         assert dst.measurements(MM) == db.measurements(MM)[:1]
 
 
+def test_import_of_a_parquet_or_t4_export_says_what_it_is(db: Database, tmp_path: Path) -> None:
+    """A parquet export was refused as unreadable ('utf-8' codec can't decode ...: check the
+    path), T4 results as 'record 1 is not a full tunex trial (KeyError: workload_spec)'."""
+    pytest.importorskip("pyarrow")
+    from tunex.interop import export_t4
+
+    fill(db)
+    parquet, t4 = tmp_path / "t.parquet", tmp_path / "t4.json"
+    db.export(parquet)
+    export_t4(db, MM, t4)
+    with Database(tmp_path / "dst.db") as dst:
+        with pytest.raises(DatabaseError, match=r"t\.parquet is a parquet export.*--format json"):
+            dst.import_trials(parquet)
+        with pytest.raises(DatabaseError, match=r"t4\.json holds T4 results.*--format json"):
+            dst.import_trials(t4)
+        assert dst.workloads() == []
+
+
 def test_import_is_all_or_nothing(db: Database, tmp_path: Path) -> None:
     fill(db)
     path = tmp_path / "bad.jsonl"

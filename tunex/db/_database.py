@@ -404,6 +404,10 @@ def _read_export(source: str | os.PathLike[str] | IO[str]
                                         "gzip bomb?); nothing was imported")
         except (OSError, EOFError) as exc:
             raise DatabaseError(f"cannot read {name} ({exc}): check the path") from exc
+        if raw[:4] == b"PAR1":
+            raise DatabaseError(f"{name} is a parquet export, which names no full workload and "
+                                "cannot be imported; nothing was imported. Export with "
+                                "--format json or jsonl to move trials between databases")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -436,6 +440,11 @@ def _read_export(source: str | os.PathLike[str] | IO[str]
             records[0].get("format") == PACK_FORMAT:
         raise DatabaseError(f"{name} is a config pack, not a trials export; nothing was "
                             f"imported: import it with `tunex pack import {name}`")
+    if len(records) == 1 and isinstance(records[0], dict) and \
+            isinstance(records[0].get("results"), list) and "schema_version" in records[0]:
+        raise DatabaseError(f"{name} holds T4 results, which name no workload and cannot be "
+                            "imported; nothing was imported. Export with --format json or "
+                            "jsonl (or kernel_tuner) to move trials between databases")
     items = []
     declared: dict[Workload, Space] = {}
     for i, rec in enumerate(records, start=1):
