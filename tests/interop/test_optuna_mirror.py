@@ -64,6 +64,19 @@ def test_a_storage_in_the_tuning_database_is_refused(tmp_path: Path, capsys) -> 
     with sqlite3.connect(other) as c:
         c.execute("create table trials (x integer)")
     assert main([*base, "--budget", "6trials", "--optuna-storage", f"sqlite:///{other}"]) == 2
+    assert "another application's SQLite database" in capsys.readouterr().err
+    assert tables(other) == {"trials"}  # Optuna added its tables to it before it failed
+    another = tmp_path / "another.db"  # another tunex database
+    assert main(["search", "--target", f"replay:{data}", "--budget", "2trials", "-q", "--db",
+                 str(another)]) == 0
+    mine = tables(another)
+    capsys.readouterr()
+    assert main([*base, "--budget", "6trials", "--optuna-storage", f"sqlite:///{another}"]) == 2
+    assert "is a tunex tuning database" in capsys.readouterr().err
+    assert tables(another) == mine
+    notdb = tmp_path / "notes.txt"
+    notdb.write_text("not a database")
+    assert main([*base, "--budget", "6trials", "--optuna-storage", f"sqlite:///{notdb}"]) == 2
     assert "cannot open Optuna storage" in capsys.readouterr().err
     with Database(db, create=False) as d:
         assert d.count(d.workloads()[0]) == 3

@@ -11,6 +11,7 @@ recorded, and a failure to write it is logged, never stops the search.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -45,6 +46,31 @@ def _same_database(storage: str, database: str) -> bool:
         b.get_backend_name(), b.host, b.port, b.database)
 
 
+def _foreign_sqlite(storage: str) -> str | None:
+    """What an existing SQLite file named by ``storage`` is when it is not an Optuna storage
+    (Optuna would add its tables to it before failing on a clash), else None."""
+    import sqlite3
+
+    from tunex.db._engine import _resolve_url
+
+    try:
+        _, path = _resolve_url(storage)
+    except TunexError:
+        return None
+    if path is None or not path.is_file() or path.stat().st_size == 0:
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as c:
+            tables = {r[0] for r in c.execute("select name from sqlite_master where "
+                                              "type='table'")}
+    except sqlite3.Error:
+        return None  # not SQLite at all: Optuna's error says so, and it writes nothing
+    if not tables or "studies" in tables:
+        return None
+    return "a tunex tuning database" if "tunex_meta" in tables else "another application's " \
+        f"SQLite database (tables {', '.join(sorted(tables)[:4])})"
+
+
 class OptunaMirror:
     """An ``on_trial`` hook that adds each finished trial to an Optuna study.
 
@@ -68,6 +94,11 @@ class OptunaMirror:
             raise TunexError(f"--optuna-storage {storage!r} is the tuning database: Optuna "
                              "would write its own tables into it; pass another storage, such "
                              "as sqlite:///optuna.db")
+        other = _foreign_sqlite(storage)
+        if other is not None:
+            raise TunexError(f"--optuna-storage {storage!r} is {other}: Optuna would add its "
+                             "tables to it; pass a storage of its own, such as "
+                             "sqlite:///optuna.db")
         self.optuna = optuna
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.name = f"tunex:{workload.kernel}:{workload.digest}"
