@@ -233,3 +233,20 @@ def test_a_cache_kernel_tuner_left_open_is_read_as_kernel_tuner_reads_it(tmp_pat
     p.write_text(head + entries[:-5])  # cut inside an entry: still not a recording
     with pytest.raises(TargetError, match="not a recorded tuning space"):
         ReplayTarget(p)
+
+
+def test_json_nested_too_deep_is_refused_in_one_line(tmp_path):
+    """A recorded space, a T1 definition or an export nested deeper than Python's JSON reader
+    goes raised a bare RecursionError, a traceback."""
+    from tunex.db import Database
+    from tunex.errors import DatabaseError, SpaceError
+    from tunex.space import Space
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(TargetError, match="is not a recorded tuning space"):
+        ReplayTarget(deep)
+    with pytest.raises(SpaceError, match="not a readable T1 space definition"):
+        Space.from_t1(deep)
+    with Database(tmp_path / "t.db") as db, pytest.raises(DatabaseError, match="not a tunex"):
+        db.import_trials(deep)

@@ -429,7 +429,7 @@ def _read_export(source: str | os.PathLike[str] | IO[str]
                 records = [json.loads(line) for line in text.splitlines() if line.strip()]
         else:
             raise ValueError("it is not JSON")
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # nested deeper than the JSON reader goes
         raise DatabaseError(
             f"{name} is not a tunex json/jsonl export ({exc}); nothing was imported. CSV exports "
             "cannot be imported: export with format='json' or 'jsonl'"

@@ -570,7 +570,8 @@ class Space:
                     vals = _eval_values(vals)
                 declared[p["Name"]] = list(vals)
             conds = [c["Expression"] for c in cs.get("Conditions", [])]
-        except (OSError, ValueError, KeyError, TypeError, SyntaxError) as e:  # a domain's text
+        except (OSError, ValueError, KeyError, TypeError, SyntaxError,  # a domain's text
+                RecursionError) as e:  # nested deeper than the JSON reader goes
             raise SpaceError(f"{path}: not a readable T1 space definition ({e})") from None
         if values:
             declared.update({k: list(v) for k, v in values.items()})

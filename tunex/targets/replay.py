@@ -104,7 +104,7 @@ def load_recorded(path: str | Path) -> dict[str, Any]:
         doc = _json(raw)
         for key in ("tune_params_keys", "tune_params", "cache"):
             doc[key]
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+    except (OSError, EOFError, ValueError, KeyError, TypeError, RecursionError) as e:
         raise TargetError(
             f"{p} is not a recorded tuning space (Kernel Tuner cache format expected: "
             f"tune_params_keys, tune_params, cache): {e}"
@@ -121,7 +121,7 @@ def _find_definition(path: Path, keys: list[str]) -> Path | None:
             try:
                 names = {p["Name"] for p in
                          json.loads(f.read_text())["ConfigurationSpace"]["TuningParameters"]}
-            except (OSError, ValueError, KeyError, TypeError):
+            except (OSError, ValueError, KeyError, TypeError, RecursionError):
                 continue
             if set(keys) <= names:
                 return f
