@@ -250,3 +250,20 @@ def test_json_nested_too_deep_is_refused_in_one_line(tmp_path):
         Space.from_t1(deep)
     with Database(tmp_path / "t.db") as db, pytest.raises(DatabaseError, match="not a tunex"):
         db.import_trials(deep)
+
+
+@pytest.mark.parametrize("text", [None, "not json", '{"ConfigurationSpace": {}}'])
+def test_an_unusable_space_definition_is_named_not_the_recording(tmp_path, text):
+    """A missing or broken ?definition=FILE was reported as 'PATH is not a usable recorded
+    space ... re-record it or fix the file', sending the user to a recording that is fine."""
+    doc = {"kernel_name": "k", "tune_params_keys": ["a"], "tune_params": {"a": [1, 2]},
+           "cache": {"1": {"a": 1, "time": 1.0}, "2": {"a": 2, "time": 2.0}}}
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps(doc))
+    t1 = tmp_path / "t1.json"
+    if text is not None:
+        t1.write_text(text)
+    with pytest.raises(TargetError, match=r"k\.json: its space definition .*t1\.json cannot be "
+                                          r"used") as info:
+        ReplayTarget(p, definition=t1)
+    assert "not a usable recorded space" not in str(info.value)

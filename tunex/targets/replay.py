@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tunex.errors import TargetError
+from tunex.errors import SpaceError, TargetError
 from tunex.space import Choice, Space
 from tunex.targets._base import Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
@@ -253,7 +253,14 @@ class ReplayTarget(Target):
             t1 = Path(definition) if definition else _find_definition(self.path, self.keys)
         if t1 is not None:
             # T1 constants the data does not record (e.g. a fixed GEMMK) stay bound constants
-            s = Space.from_t1(t1, values=self.values)
+            try:
+                s = Space.from_t1(t1, values=self.values)
+            except SpaceError as exc:  # the definition's fault, not the recording's
+                raise TargetError(
+                    f"{self.path}: its space definition {t1} cannot be used ({exc}); pass "
+                    "replay:PATH?definition=FILE naming a T1 definition of the recorded "
+                    "parameters" + ("" if definition else ", or move the recording away from "
+                                    "the one found beside it")) from None
             unrecorded = [n for n in s.names if n not in self.keys]
             if unrecorded:  # one recorded time would answer for each of their values
                 raise TargetError(
