@@ -803,6 +803,28 @@ def test_import_of_a_parquet_or_t4_export_says_what_it_is(db: Database, tmp_path
         assert dst.workloads() == []
 
 
+@pytest.mark.parametrize("change, says", [
+    ({"times_ms": "12"}, r"times_ms '12' is not a list"),  # was two repeats, 1 and 2 ms
+    ({"times_ms": [True]}, r"times_ms \[True\] is not a list"),  # was 1 ms
+    ({"workload_spec": {"kernel": "mm", "problem": [1, 2]}}, r"problem \[1, 2\] is not an"),
+    ({"workload_spec": {"kernel": "mm", "target": "gpu"}}, r"target 'gpu' is not an object"),
+    ({"workload_spec": {"kernel": 5}}, r"kernel 5 is not a name"),  # was the kernel '5'
+])
+def test_import_refuses_a_workload_or_times_of_the_wrong_kind(db: Database, tmp_path: Path,
+                                                              change: dict, says: str) -> None:
+    """Such records were imported: as other times than written, or as a workload that then
+    broke db workloads, db best and tunex report with a traceback."""
+    fill(db)
+    path = tmp_path / "t.jsonl"
+    db.export(path, format="jsonl", workload=MM)
+    rec = json.loads(path.read_text().splitlines()[0])
+    path.write_text(json.dumps({**rec, **change}) + "\n")
+    with Database(tmp_path / "dst.db") as dst:
+        with pytest.raises(DatabaseError, match=r"record 1 .*" + says):
+            dst.import_trials(path)
+        assert dst.workloads() == []
+
+
 def test_import_is_all_or_nothing(db: Database, tmp_path: Path) -> None:
     fill(db)
     path = tmp_path / "bad.jsonl"

@@ -464,6 +464,17 @@ def _item_of(rec: Mapping[str, Any]) -> _Item:
     spec = rec["workload_spec"]
     if not isinstance(spec, Mapping):
         raise TypeError("workload_spec is not an object")
+    if not isinstance(spec["kernel"], str) or not spec["kernel"]:
+        raise TypeError(f"workload_spec's kernel {spec['kernel']!r} is not a name")
+    if not isinstance(spec.get("kernel_hash", ""), str):
+        raise TypeError(f"workload_spec's kernel_hash {spec['kernel_hash']!r} is not text")
+    for key in ("problem", "target"):
+        if not isinstance(spec.get(key, {}), Mapping):
+            raise TypeError(f"workload_spec's {key} {spec[key]!r} is not an object")
+    times = rec["times_ms"]
+    if not isinstance(times, list) or any(isinstance(t, bool) or not isinstance(t, (int, float))
+                                          for t in times):
+        raise TypeError(f"times_ms {times!r} is not a list of times in ms")
     config = rec["config"]
     if not isinstance(config, Mapping) or not config:
         raise TypeError("config is not a non-empty object")
