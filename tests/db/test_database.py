@@ -755,6 +755,40 @@ def test_an_export_to_a_gz_file_is_gzipped_and_imports(tmp_path: Path, fmt: str)
             assert dst.measurements(MM) == ms
 
 
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_an_export_of_a_failed_timer_is_strict_json_and_imports(tmp_path: Path,
+                                                                fmt: str) -> None:
+    """A trial whose timer gave NaN or infinite times keeps them (as a runtime error): the
+    export wrote them as NaN and Infinity tokens, which are not JSON (jq, JSON.parse and
+    strict readers refuse the file)."""
+    import math
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"not JSON: {token}")
+
+    src = Database(tmp_path / "src.db")
+    src.record(MM, ok(Config(block=1, order=(0, 1, 2), vec=True), 1.0))
+    src.record(MM, Measurement(Config(block=2, order=(0, 1, 2), vec=True), Status.OK,
+                               (math.nan, math.inf, -math.inf, 2.0)))
+    src.record(MM, Measurement(Config(block=3, order=(0, 1, 2), vec=True), Status.OK, (1.5,),
+                               facts={"ipc": math.nan}))
+    path = tmp_path / f"t.{fmt}"
+    assert src.export(path) == 3
+    text = path.read_text()
+    records = (json.loads(text, parse_constant=refuse) if fmt == "json"
+               else [json.loads(line, parse_constant=refuse) for line in text.splitlines()])
+    assert records[1]["times_ms"] == ["NaN", "Infinity", "-Infinity", 2.0]
+    assert records[1]["status"] == "runtime_error"
+    assert records[2]["facts"] == {"ipc": "NaN"}
+    with Database(tmp_path / "dst.db") as dst:
+        assert dst.import_trials(path) == 3
+        got = dst.measurements(MM)[1]
+        assert got.status is Status.RUNTIME_ERROR and got.error == src.measurements(MM)[1].error
+        assert [str(t) for t in got.times_ms] == ["nan", "inf", "-inf", "2.0"]
+        assert dst.best(MM) == src.best(MM)
+    src.close()
+
+
 def test_import_skips_only_what_is_present(db: Database, tmp_path: Path) -> None:
     fill(db)
     path = tmp_path / "all.jsonl"

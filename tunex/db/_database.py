@@ -175,7 +175,10 @@ class Database(Records):
                 typed table of :func:`tunex.db.to_dataframe` (needs pyarrow). Default: from
                 the file's suffix (before ``.gz``: a path ending in ``.gz`` is written
                 gzip'd, and imports as it is), else csv. CSV and parquet write times as dates
-                (UTC), the JSON formats as seconds since the epoch.
+                (UTC), the JSON formats as seconds since the epoch. The JSON formats are
+                strict JSON: a number it has no token for (the NaN or infinite times of a
+                timer that failed) is written as the string ``"NaN"``, ``"Infinity"`` or
+                ``"-Infinity"``, which an import reads back as the number.
 
         Only trials travel: the decisions ``@tunex.autotune`` recorded (:meth:`decisions`) say
         what processes of one machine picked and why, and stay in their database.
@@ -204,7 +207,8 @@ class Database(Records):
                     writer.writerow({k: _iso(v) if k in ("started_at", "ended_at")
                                      else _csv_cell(v) for k, v in row.items()})
             else:
-                lines = [json.dumps({**row, **full}) for row, full in records]
+                lines = [json.dumps(_strict({**row, **full}), allow_nan=False)
+                         for row, full in records]
                 if fmt == "jsonl":
                     f.writelines(line + "\n" for line in lines)
                 else:
@@ -376,6 +380,22 @@ def _iso(seconds: float) -> str:
         timespec="microseconds")
 
 
+#: How an export writes the numbers JSON has no token for (NaN, Infinity are not JSON).
+_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with every non-finite float (the times of a timer that failed, a fact) as its
+    name in :data:`_NONFINITE`, so that an export is strict JSON for any reader."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
 def _csv_cell(value: Any) -> Any:
     if value is None:
         return ""
@@ -472,8 +492,10 @@ def _item_of(rec: Mapping[str, Any]) -> _Item:
         if not isinstance(spec.get(key, {}), Mapping):
             raise TypeError(f"workload_spec's {key} {spec[key]!r} is not an object")
     times = rec["times_ms"]
-    if not isinstance(times, list) or any(isinstance(t, bool) or not isinstance(t, (int, float))
-                                          for t in times):
+    if not isinstance(times, list) or any(
+            isinstance(t, bool) or (not isinstance(t, (int, float))
+                                    and not (isinstance(t, str) and t in _NONFINITE))
+            for t in times):
         raise TypeError(f"times_ms {times!r} is not a list of times in ms")
     config = rec["config"]
     if not isinstance(config, Mapping) or not config:
@@ -494,7 +516,7 @@ def _item_of(rec: Mapping[str, Any]) -> _Item:
     m = Measurement(
         config=Config(config),
         status=Status(rec["status"]),
-        times_ms=tuple(rec["times_ms"]),
+        times_ms=tuple(_NONFINITE[t] if isinstance(t, str) else t for t in times),
         compile_ms=rec.get("compile_ms"),
         facts=dict(rec.get("facts") or {}),
         error=rec.get("error"),
