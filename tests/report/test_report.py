@@ -201,6 +201,27 @@ def test_model_sections_find_the_parameter_that_matters(tmp_path: Path) -> None:
     assert hits[len(hits) // 2] > 1.2
 
 
+def test_a_parameter_of_a_value_per_trial_shows_its_effect_at_a_few_values(
+        tmp_path: Path) -> None:
+    """A parameter with a value per trial (a wide Int range, sampled) had its partial
+    dependence computed at every value, each over every trial: minutes for 10k trials, an
+    axis of 10k labels. It is shown at 24 values evenly spaced by rank, first and last kept."""
+    from tunex.report._analysis import MAX_EFFECT_VALUES
+
+    w = Workload("wide", "h", {"n": 1}, {"device": "cpu"})
+    with Database(tmp_path / "wide.db") as db:
+        for a in range(300):
+            db.record(w, Measurement(Config(a=a * 7, b=a % 3), Status.OK, (1.0 + a,)),
+                      strategy="random")
+        r = analyse(db, w)
+    rows = r.effects["a"]
+    assert len(rows) == MAX_EFFECT_VALUES == 24
+    shown = [v for v, _, _ in rows]
+    assert shown[0] == 0 and shown[-1] == 299 * 7 and shown == sorted(set(shown))
+    assert [m for _, _, m in rows] == [1.0 + v / 7 for v in shown]  # each value's own time
+    assert len(r.effects["b"]) == 3
+
+
 def test_report_errors_are_one_line(tmp_path: Path, capsys) -> None:
     with Database(tmp_path / "few.db") as db:
         db.record(Workload("toy"), Measurement(Config(a=1), Status.OK, (1.0,)))

@@ -18,6 +18,8 @@ __all__ = ["Quality", "Series", "WorkloadReport", "analyse"]
 
 _REMEASURE = "remeasure"
 MIN_MODEL_TRIALS = 12  # fewer ok trials than this teach a model nothing worth plotting
+#: Most values of a parameter the partial dependence plot shows (evenly spaced by rank).
+MAX_EFFECT_VALUES = 24
 
 
 @dataclass
@@ -210,14 +212,22 @@ def _importances(space: Space, recorded: Mapping[str, str], trials: Sequence[Tri
     for name in [k for k, v in shares.items() if v > 0][:3]:
         p = space.param(in_space[name])
         c0 = col_of[name]
+        measured: dict[Any, list[float]] = {}
+        for c, m in zip(values, y):
+            if math.isfinite(m):
+                measured.setdefault(c[name], []).append(m)
+        # a parameter of thousands of values (one per trial, say) took minutes and drew an
+        # unreadable axis: its values at evenly spaced ranks stand for it
+        shown = p.values if len(p.values) <= MAX_EFFECT_VALUES else [
+            p.values[int(i)] for i in np.linspace(0, len(p.values) - 1, MAX_EFFECT_VALUES)]
         rows = []
-        for v in p.values:
+        for v in shown:
             Xv = Xok.copy()
             Xv[:, c0:c0 + p.width] = p.encode(v)
             # the regression target is log(best) - log(time): back to milliseconds
             predicted = best * float(np.exp(-np.mean(model.predict(Xv))))
-            measured = [m for c, m in zip(values, y) if c[name] == v and math.isfinite(m)]
-            rows.append((v, predicted, float(np.median(measured)) if measured else math.nan))
+            at = measured.get(v)
+            rows.append((v, predicted, float(np.median(at)) if at else math.nan))
         effects[name] = rows
     return shares, effects
 

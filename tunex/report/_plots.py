@@ -252,7 +252,8 @@ FIGURES: list[tuple[str, str, str, Any, Any]] = [
     ("effects", "Effect of the top parameters",
      "Partial dependence: the model's mean predicted time over the successful trials with "
      "the parameter set to each value, beside the median measured time of the trials that "
-     "had that value.", effects, lambda r: None if r.effects else r.notes.get("model")),
+     "had that value (of a parameter of more than 24 values, 24 evenly spaced by rank).",
+     effects, lambda r: None if r.effects else r.notes.get("model")),
     ("quality", "Cost model quality on unseen trials",
      "The model-guided strategy's ranker (LambdaRank, same features) refitted on the first k "
      "trials and scored on the successful trials after them: the rank correlation of its "
