@@ -222,6 +222,28 @@ def test_a_parameter_of_a_value_per_trial_shows_its_effect_at_a_few_values(
     assert len(r.effects["b"]) == 3
 
 
+def test_long_names_are_cut_in_plots_and_whole_in_tables(tmp_path: Path) -> None:
+    """A strategy or parameter name of hundreds of letters ran across the convergence plots
+    as a legend, squeezed the importances' axes to nothing (a matplotlib warning on the
+    terminal) and pushed the page's tables sideways."""
+    import warnings
+
+    long = "very" + "L" * 300
+    w = Workload("k", "h", {"n": 1}, {"device": "cpu"})
+    with Database(tmp_path / "long.db") as db:
+        for i in range(20):
+            db.record(w, Measurement(Config({long: i % 5, "b": i % 4}), Status.OK,
+                                     (1.0 + (i % 5) ** 2 + i % 4,)), strategy=long)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            text = render_report(db)
+    plots = re.findall(r"<svg.*?</svg>", text, flags=re.S)
+    assert len(plots) >= 5 and not any(long in svg for svg in plots)
+    assert any("veryLLL" in svg for svg in plots)  # its start, cut
+    assert text.count(long) >= 3  # whole in the page's text: headings, tables
+    assert "overflow-wrap: anywhere" in text
+
+
 def test_report_errors_are_one_line(tmp_path: Path, capsys) -> None:
     with Database(tmp_path / "few.db") as db:
         db.record(Workload("toy"), Measurement(Config(a=1), Status.OK, (1.0,)))

@@ -324,6 +324,9 @@ figure h3 { margin: 0 0 .3rem; font-size: 1rem; }
 figure svg { width: 100%; height: auto; }
 table { border-collapse: collapse; font-size: .9em; }
 th, td { padding: .2rem .5rem; border-bottom: 1px solid #eee; text-align: left; }
+/* a name of 300 letters wraps instead of pushing the page sideways; numbers and digests not */
+h1, h2, dd, .decision, td { overflow-wrap: anywhere; } td { min-width: 5em; }
+td.n, td code { overflow-wrap: normal; white-space: nowrap; } td.n { min-width: 0; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
 tr.chosen { background: #e8f5e9; font-weight: 600; }
 code { font-size: .9em; }

@@ -28,6 +28,14 @@ _RC: Any = {"svg.fonttype": "none", "svg.hashsalt": "tunex", "text.parse_math": 
        "grid.alpha": 0.3, "legend.fontsize": 8, "legend.frameon": False}
 
 
+def _short(text: Any, most: int = 40) -> str:
+    """A recorded name or value as a plot label: on one line, and cut to ``most`` characters
+    (a long one squeezed the axes to nothing or ran across the plot; the page's tables show
+    it whole)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= most else line[:most - 1] + "\u2026"
+
+
 def _figure(width: float = 5.2, height: float = 3.2, ncols: int = 1) -> tuple[Any, Any]:
     from matplotlib.figure import Figure
 
@@ -76,7 +84,7 @@ def convergence_trials(r: WorkloadReport) -> str:
     fig, (ax,) = _figure()
     for s in r.series:
         ax.step(*_changes(range(1, len(s.best_ms) + 1), s.best_ms), where="post",
-                label=s.strategy)
+                label=_short(s.strategy))
     _optimum(ax, r.optimum_ms)
     _log_if_wide(ax, [y for s in r.series for y in s.best_ms])
     ax.set(xlabel="trials of the strategy", ylabel="best time so far (ms)")
@@ -87,7 +95,8 @@ def convergence_trials(r: WorkloadReport) -> str:
 def convergence_time(r: WorkloadReport) -> str:
     fig, (ax,) = _figure()
     for s in r.series:
-        ax.step(*_changes(s.seconds, s.best_by_time), where="post", label=s.strategy)
+        ax.step(*_changes(s.seconds, s.best_by_time), where="post",
+                label=_short(s.strategy))
     _optimum(ax, r.optimum_ms)
     _log_if_wide(ax, [y for s in r.series for y in s.best_ms])
     ax.set(xlabel="wall time since the strategy's first trial (s)",
@@ -112,7 +121,7 @@ def over_search(r: WorkloadReport) -> str:
     for lab in dict.fromkeys(labels):
         pts = [(n, v) for n, v, ll in shown if ll == lab]
         if pts:
-            ax.scatter(*zip(*pts), s=10, alpha=0.7, label=lab)
+            ax.scatter(*zip(*pts), s=10, alpha=0.7, label=_short(lab))
     _log_if_wide(ax, [v for _, v, _ in ok])
     top = max((v for _, v, _ in ok), default=1.0)
     _optimum(ax, r.optimum_ms)
@@ -174,7 +183,8 @@ def failures_by_kind(r: WorkloadReport) -> str:
 def importances(r: WorkloadReport) -> str:
     items = list(r.importances.items())[:12][::-1]
     fig, (ax,) = _figure(height=0.5 + 0.28 * len(items))
-    ax.barh([k for k, _ in items], [v for _, v in items], color="#1f77b4")
+    ax.barh(range(len(items)), [v for _, v in items], color="#1f77b4")
+    ax.set_yticks(range(len(items)), [_short(k) for k, _ in items])
     ax.set(xlabel="share of the cost model's split gain")
     ax.grid(axis="y", visible=False)
     return _svg(fig)
@@ -190,9 +200,9 @@ def effects(r: WorkloadReport) -> str:
         ax.plot(x, [p for _, p, _ in rows], marker="o", label="model (partial dependence)")
         ax.scatter(x, [m for _, _, m in rows], color="#ff7f0e", marker="s", s=18, zorder=3,
                    label="measured median")
-        ax.set_xticks(x, [fmt_value(v) for v, _, _ in rows],
+        ax.set_xticks(x, [_short(fmt_value(v), 16) for v, _, _ in rows],
                       rotation=45 if len(rows) > 6 else 0, fontsize=7)
-        ax.set(xlabel=name, ylabel="time (ms)")
+        ax.set(xlabel=_short(name), ylabel="time (ms)")
     axes[0].legend()
     return _svg(fig)
 
