@@ -229,6 +229,14 @@ def test_transfer_warm_start_from_other_workloads(tmp_path):
         # the result says what the search took from the other workload
         assert res.transfer is not None and res.transfer["used"] == 1
         assert res.transfer["trials"] == 150 and len(res.transfer["first"]) == 2
+        # each of those first configs is recorded with why it was tried, and the report says so
+        first = {Config(c) for c in res.transfer["first"]}
+        marked = {t.measurement.config for t in db.trials(dst.workload())
+                  if t.measurement.facts.get("origin") == "another workload's best"}
+        assert marked == first
+        from tunex.report import render_report
+
+        assert "model (another workload&#x27;s best)" in render_report(db, dst.workload())
         cold = Tuner(dst, dst.space, db=db, strategy="model", seed=0, budget="5trials",
                      transfer=False).run()
         assert cold.transfer is None

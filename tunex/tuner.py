@@ -8,6 +8,7 @@ without a new trial.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import numbers
@@ -222,6 +223,8 @@ class Tuner:
                     "why": f"strategy {self.strategy.name!r} does not learn from other workloads"}
                 log.info("warm start from %d of %d other workloads", transfer["used"],
                          len(others))
+        # the other workloads' best configs the strategy proposes first, to be marked so
+        seeded = {Config(c) for c in (transfer or {}).get("first", ())}
         if prior:
             self.strategy.tell(prior)
             log.info("resuming %s: %d trials already recorded", self.workload.kernel, len(prior))
@@ -317,6 +320,9 @@ class Tuner:
                     running.pop(fut)
                     idle = 0
                     m = fut.result()
+                    if m.config in seeded:  # why it was tried: the report says so
+                        m = dataclasses.replace(m, facts={**m.facts,
+                                                          "origin": "another workload's best"})
                     number = self.db.record(self.workload, m, strategy=self.strategy.name,
                                             claim=m.config.key)
                     count = max(count + 1, number)

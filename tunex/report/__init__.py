@@ -188,7 +188,7 @@ def _decision(r: WorkloadReport) -> str:
         lines.append(f"<b>Chosen</b>: {_e(config_text(chosen.config))}, {_ms(chosen.value)} "
                      f"over {len(chosen.times_ms)} repeats"
                      + (f", first measured in trial {first.number} by "
-                        f"{_e(first.strategy or 'an unknown strategy')}" if first else "")
+                        f"{_e(_by(first) or 'an unknown strategy')}" if first else "")
                      + ". It is what <code>tunex db best</code> and <code>tunex pack export"
                      "</code> give, and where <code>@tunex.autotune</code> takes its config "
                      "from for this workload in every mode: it looks in the database first, "
@@ -267,6 +267,14 @@ def _versus(value: float, best: float) -> str:
     return "+0.0%" if value == best else "-"
 
 
+def _by(trial: Any) -> str | None:
+    """The strategy that proposed a trial, and why where it says (``origin``: one of the
+    other workloads' best configs, proposed first after a warm start)."""
+    origin = trial.measurement.facts.get("origin")
+    return (f"{trial.strategy or 'an unknown strategy'} ({origin})" if origin
+            else trial.strategy)
+
+
 def _top_table(r: WorkloadReport) -> str:
     if not r.top:
         return ""
@@ -281,13 +289,14 @@ def _top_table(r: WorkloadReport) -> str:
                     f"<td class='n'>{m.value:.5g}</td><td class='n'>{_versus(m.value, best)}"
                     f"</td><td class='n'>{m.spread:.1%}</td><td class='n'>{len(m.times_ms)}"
                     f"</td><td class='n'>{first.number if first else '-'}</td>"
-                    f"<td>{_e((first.strategy if first else None) or '-')}</td>{cells}</tr>")
+                    f"<td>{_e((_by(first) if first else None) or '-')}</td>{cells}</tr>")
     return (f"<h3>Top {len(r.top)} configs</h3><table class='top'><thead><tr><th>#</th>"
             "<th>median (ms)</th><th>vs chosen</th><th>spread</th><th>repeats</th>"
             f"<th>trial</th><th>strategy</th>{head}</tr></thead><tbody>{''.join(rows)}"
             "</tbody></table><p class='note'>Spread: interquartile range over the median; a "
             "config measured several times is ranked by the median of all its repeats. The "
-            "chosen config is highlighted.</p>")
+            "chosen config is highlighted; a strategy marked (another workload's best) proposed it "
+            "first after a warm start from the kernel's other workloads.</p>")
 
 
 _PAGE = """<!DOCTYPE html>
