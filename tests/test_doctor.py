@@ -25,7 +25,7 @@ def test_database_states(tmp_path: Path) -> None:
     with Database(tmp_path / "run.db") as db:
         db.record(Workload("mm", problem={"M": 8}), Measurement(Config(b=1), Status.OK, (1.0,)))
     (c,) = by_name(diagnose(db=str(tmp_path / "run.db")), "database").values()
-    assert c.state == "ok" and "1 workloads, 1 trials (mm)" in c.detail
+    assert c.state == "ok" and "1 workload, 1 trial (mm)" in c.detail
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not a database" * 100)
     (c,) = by_name(diagnose(db=str(junk)), "database").values()

@@ -128,14 +128,15 @@ def _riscv() -> Iterator[Check]:
             continue
         try:
             Toolchain.find(need=(name,))
-            fix = "bash scripts/install-riscv.sh"
+            fix = "bash scripts/install-riscv.sh (in a checkout of tunex)"
         except TargetError as e:  # its message says what installs the tool
             fix = str(e).split(": ", 1)[-1]
         yield Check("riscv", name, "missing", f"not found: {role}", fix)
     yield (Check("riscv", "sysroot", "ok", f"{found.sysroot}: riscv64 C library (static links)")
            if found.sysroot else
            Check("riscv", "sysroot", "missing", "no /usr/riscv64-linux-gnu: riscv64 C library",
-                 "bash scripts/install-riscv.sh (or apt-get install libc6-dev-riscv64-cross)"))
+                 "apt-get install libc6-dev-riscv64-cross (or, in a checkout of tunex, "
+                 "bash scripts/install-riscv.sh)"))
     yield Check("riscv", "cores", "ok", ", ".join(f"{c.name} (VLEN {c.vlen})"
                                                   for c in CORES.values()))
 
@@ -150,7 +151,8 @@ def _cpu() -> Iterator[Check]:
         yield Check("cpu", "cpu target", "ok", f"{fp.get('device')}, {fp.get('compiler')}")
     except TargetError as e:
         yield Check("cpu", "cpu target", "missing", str(e).split(";")[0],
-                    "bash scripts/install-riscv.sh (or apt-get install clang-19)")
+                    "apt-get install clang-19 (or, in a checkout of tunex, "
+                    "bash scripts/install-riscv.sh)")
 
 
 def _cluster(address: str | None) -> Iterator[Check]:
@@ -189,7 +191,8 @@ def _database(url: str) -> Iterator[Check]:
             kernels = sorted({w.kernel for w in workloads})
             yield Check("database", url, "ok",
                         f"schema {SCHEMA_VERSION}{' (read-only)' if db.readonly else ''}, "
-                        f"{len(workloads)} workloads, {trials} trials"
+                        f"{len(workloads)} workload{'s' * (len(workloads) != 1)}, "
+                        f"{trials} trial{'s' * (trials != 1)}"
                         + (f" ({', '.join(kernels[:6])}{', ...' if len(kernels) > 6 else ''})"
                            if kernels else ""))
     except DatabaseError as e:
