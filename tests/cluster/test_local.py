@@ -505,3 +505,16 @@ def test_a_pool_closes_while_builds_run():
         for f in futs[:2]:  # the two running come back lost; the queued one never starts
             assert f.result(30).status is Status.WORKER_LOST
         assert futs[2].cancelled()
+
+
+def test_a_worker_whose_search_is_gone_exits_quietly(tmp_path):
+    """A search killed (SIGTERM, kill -9) while its workers build: each worker's answer finds
+    the pipe closed, and the worker ends without a traceback (exit code 0, not 1)."""
+    from tunex.cluster._local import _Worker, worker_context
+
+    worker = _Worker(worker_context(), None, "build-gone")
+    worker.conn.send(("build", ("k", GateTarget(tmp_path), W, Config(a=0, b=0))))
+    worker.conn.close()  # what the kernel does to the pipe of a search that died
+    (tmp_path / "build").touch()
+    worker.proc.join(60)
+    assert worker.proc.exitcode == 0

@@ -168,6 +168,7 @@ def _serve(conn: Connection, target: Target | None, env: dict[str, str] | None =
             kind, payload = conn.recv()
         except (EOFError, KeyboardInterrupt):
             return
+        reply: tuple[str, Any]
         try:
             if kind == "build":
                 key, builder, workload, config = payload
@@ -179,13 +180,19 @@ def _serve(conn: Connection, target: Target | None, env: dict[str, str] | None =
                 art = builders[key].build(workload, config)
                 if art.compile_ms is None:
                     art = dataclasses.replace(art, compile_ms=(time.perf_counter() - t0) * 1e3)
-                conn.send(("ok", art))
+                reply = ("ok", art)
             else:
                 assert target is not None
-                conn.send(("ok", target.measure(payload)))
+                reply = ("ok", target.measure(payload))
         except TargetError as e:
-            conn.send(("fatal", e))
+            reply = ("fatal", e)
         except Exception as e:
+            reply = ("error", f"{type(e).__name__}: {e}")
+        try:
+            conn.send(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the process that asked is gone (a search killed): nobody to answer
+        except Exception as e:  # a result that cannot be pickled
             conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
