@@ -110,7 +110,10 @@ def test_a_shape_naming_a_size_twice_is_refused():
         _shape("M=4096,N=64, M=64")
 
 
-def test_ctrl_c_exits_130_and_keeps_every_finished_trial(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_exits_130_and_keeps_every_finished_trial(tmp_path, sig):
+    """Ctrl-C, or SIGTERM (kill, a batch system's time limit: it ended the search at once,
+    its workers and claims left behind)."""
     db = tmp_path / "int.db"
     proc = subprocess.Popen(
         [sys.executable, "-m", "tunex.cli", "search", "--target", f"replay:{RECORDED}",
@@ -126,7 +129,7 @@ def test_ctrl_c_exits_130_and_keeps_every_finished_trial(tmp_path):
                     break
         except TunexError:
             pass
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert "run again to resume" in err

@@ -66,7 +66,9 @@ def _load_kernel(name: str | None) -> Any:
 
 def _run_interruptible(tuner: Any) -> Any:
     """``tuner.run()`` with Ctrl-C also telling the tuner to stop: Python drops a
-    KeyboardInterrupt raised inside an import's cleanup, and the search must end anyway."""
+    KeyboardInterrupt raised inside an import's cleanup, and the search must end anyway.
+    SIGTERM (``kill``, a batch system's time limit) ends it the same way, so its workers (a
+    hung kernel among them) are stopped and its claims released, not left to their lease."""
     import signal
     import threading
 
@@ -77,11 +79,12 @@ def _run_interruptible(tuner: Any) -> Any:
         tuner.stop()
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGINT, interrupt)
+    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         return tuner.run()
     finally:
-        signal.signal(signal.SIGINT, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
