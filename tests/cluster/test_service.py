@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -331,3 +332,51 @@ def test_a_replay_named_by_another_path_is_the_same_target(service_dir, tmp_path
             ServiceExecutor(svc.address, spec=f"replay:./{path.name}?noisy=1")
     finally:
         svc.close()
+
+
+def test_a_message_the_other_side_cannot_read_is_an_error_not_a_hang(service_dir, tmp_path):
+    """A search and a service of different tunex code: a message one side cannot unpickle
+    killed the reading thread and left the other waiting forever. The service now turns such a
+    search away with the reason and serves the others; a search stops with an error."""
+    from multiprocessing.connection import Listener, answer_challenge, deliver_challenge
+
+    from tunex import Config
+    from tunex.cluster._service import _connect, _key
+    from tunex.targets import make_target
+
+    spec = f"replay:{recorded('pnpoly/RTX_2080_Ti.json.gz')}"
+    svc = serve(spec)
+    try:
+        conn, _hello = _connect(svc.address)
+        conn.send_bytes(b"not a pickle")
+        assert conn.poll(60)
+        kind, why = conn.recv()
+        assert kind == "refused" and "restart it" in why
+        conn.close()
+        assert _three_trials_through(svc.address, spec, tmp_path / "s.db") == 3
+    finally:
+        svc.close()
+
+    target = make_target(spec)
+    space, workload = target.prepare(None, {})
+    listener = Listener(str(tmp_path / "odd.sock"), family="AF_UNIX")
+
+    def odd_service() -> None:  # answers a trial with bytes this tunex cannot read
+        c = listener.accept()
+        deliver_challenge(c, _key())
+        answer_challenge(c, _key())
+        c.send(("hello", {"spec": spec, "target": target, "slots": 1}))
+        c.recv()
+        c.send_bytes(b"not a pickle")
+        with contextlib.suppress(EOFError, OSError):
+            c.recv()
+
+    threading.Thread(target=odd_service, daemon=True).start()
+    try:
+        with ServiceExecutor(str(tmp_path / "odd.sock")) as ex:
+            fut = ex.submit(workload, Config(space.default()))
+            with pytest.raises(TargetError, match="cannot read what the tunex service"):
+                fut.result(60)
+            assert ex.gone
+    finally:
+        listener.close()

@@ -246,27 +246,34 @@ class Service:
         while True:
             try:
                 msg = conn.recv()
+                kind = msg[0]
+                if kind == "submit":
+                    _, i, workload, config = msg
+                    fut = self.executor.submit(workload, config,
+                                               on_built=functools.partial(send, ("built", i)))
+                    running[i] = fut
+                    fut.add_done_callback(functools.partial(done, "result", i))
+                elif kind == "build":  # a build only, with the client's builder (the decorator's)
+                    _, i, key, builder, workload, config = msg
+                    build = self.executor.pool.submit(key, builder, workload, config)
+                    running[i] = build
+                    build.add_done_callback(functools.partial(done, "artifact", i))
+                elif kind == "cancel":
+                    gone = running.pop(msg[1], None)
+                    if gone is not None:
+                        gone.cancel()
+                elif kind == "activity":
+                    send(("activity", self.executor.activity()))
+                elif kind == "bye":
+                    break
             except (EOFError, OSError):
                 break
-            kind = msg[0]
-            if kind == "submit":
-                _, i, workload, config = msg
-                fut = self.executor.submit(workload, config,
-                                           on_built=functools.partial(send, ("built", i)))
-                running[i] = fut
-                fut.add_done_callback(functools.partial(done, "result", i))
-            elif kind == "build":  # a build only, with the client's builder (the decorator's)
-                _, i, key, builder, workload, config = msg
-                build = self.executor.pool.submit(key, builder, workload, config)
-                running[i] = build
-                build.add_done_callback(functools.partial(done, "artifact", i))
-            elif kind == "cancel":
-                gone = running.pop(msg[1], None)
-                if gone is not None:
-                    gone.cancel()
-            elif kind == "activity":
-                send(("activity", self.executor.activity()))
-            elif kind == "bye":
+            except Exception as e:  # a message it cannot read: say why, not wait forever
+                log.warning("turned a search away: cannot read its message (%s: %s)",
+                            type(e).__name__, e)
+                send(("refused", f"the tunex service at {self.address} cannot read what this "
+                      f"search sent ({type(e).__name__}: {e}): it runs other tunex code; "
+                      f"restart it (tunex serve --target {self.spec}) with this tunex"))
                 break
         for left in list(running.values()):
             left.cancel()
@@ -382,6 +389,21 @@ class ServiceExecutor(Executor):
                 msg = self._conn.recv()
             except (EOFError, OSError):
                 break
+            except Exception as e:  # an answer this tunex cannot read: never wait for it
+                msg = ("refused", f"cannot read what the tunex service at {self.address} "
+                       f"answered ({type(e).__name__}: {e}): it runs other tunex code; "
+                       f"restart it (tunex serve --target {self.spec}) with this tunex")
+            if msg[0] == "refused":  # nothing can run there: trials stop the search with the
+                self._gone = msg[1]   # reason (unrecorded), lent builds come back lost
+                for fut, lost in list(self._futures.values()):
+                    instead = lost(msg[1])
+                    with contextlib.suppress(InvalidStateError):
+                        if isinstance(instead, Measurement):
+                            fut.set_exception(TargetError(msg[1]))
+                        else:
+                            fut.set_result(instead)
+                self._futures.clear()
+                return
             if msg[0] in ("result", "artifact"):
                 _, i, m, exc = msg
                 entry = self._futures.pop(i, None)
