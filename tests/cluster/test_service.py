@@ -341,7 +341,7 @@ def test_a_message_the_other_side_cannot_read_is_an_error_not_a_hang(service_dir
     from multiprocessing.connection import Listener, answer_challenge, deliver_challenge
 
     from tunex import Config
-    from tunex.cluster._service import _connect, _key
+    from tunex.cluster._service import _connect, _key, code_version
     from tunex.targets import make_target
 
     spec = f"replay:{recorded('pnpoly/RTX_2080_Ti.json.gz')}"
@@ -365,7 +365,7 @@ def test_a_message_the_other_side_cannot_read_is_an_error_not_a_hang(service_dir
         c = listener.accept()
         deliver_challenge(c, _key())
         answer_challenge(c, _key())
-        c.send(("hello", {"spec": spec, "target": target, "slots": 1}))
+        c.send(("hello", {"spec": spec, "code": code_version(), "target": target, "slots": 1}))
         c.recv()
         c.send_bytes(b"not a pickle")
         with contextlib.suppress(EOFError, OSError):
@@ -380,3 +380,25 @@ def test_a_message_the_other_side_cannot_read_is_an_error_not_a_hang(service_dir
             assert ex.gone
     finally:
         listener.close()
+
+
+def test_a_service_of_other_tunex_code_is_refused_and_the_decorator_builds_here(
+        service_dir, tmp_path):
+    """A `tunex serve` left running across an upgrade (or a `git pull`) builds and measures
+    with its old code what a search records as the new one's: a search is refused with what
+    to do, and the decorator's builds do not go there."""
+    from tunex.cluster._service import ServiceBuildPool, code_version
+
+    spec = f"replay:{recorded('pnpoly/RTX_2080_Ti.json.gz')}"
+    svc = Service(spec, LocalOptions(build_workers=1, measure_workers=1))
+    svc.code = "0.0.1 (000000000000)"
+    threading.Thread(target=svc.serve, daemon=True).start()
+    try:
+        with pytest.raises(ConfigError, match=r"runs other tunex code \(0\.0\.1") as e:
+            ServiceExecutor(svc.address, spec=spec)
+        assert code_version() in str(e.value) and "start it again" in str(e.value)
+        assert ServiceBuildPool.find("replay") is None
+        svc.code = code_version()
+        assert _three_trials_through(svc.address, spec, tmp_path / "v.db") == 3
+    finally:
+        svc.close()

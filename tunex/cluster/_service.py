@@ -102,6 +102,24 @@ def _connect(address: str, hello: bool = True) -> tuple[Connection, Any]:
     return box["conn"], box["hello"]
 
 
+@functools.cache
+def code_version() -> str:
+    """tunex's version and a digest of its sources, as this process loaded them: what a service
+    and its searches must share (their messages are pickles of tunex's classes, and the
+    service builds and measures what the search records as its own)."""
+    import hashlib
+
+    from tunex import __version__
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        with contextlib.suppress(OSError):
+            h.update(path.read_bytes())
+    return f"{__version__} ({h.hexdigest()[:12]})"
+
+
 def canonical_spec(spec: str) -> str:
     """``spec`` as a service and its clients compare it: a replay file's path made absolute,
     links resolved (``replay:./x.json`` in one folder is ``replay:/abs/x.json``)."""
@@ -147,6 +165,7 @@ class Service:
         from tunex.targets import make_target
 
         self.spec = canonical_spec(spec)
+        self.code = code_version()  # as it starts: files edited later do not run here
         self.target = make_target(spec)
         self.address = address or service_address(self.target.name)
         if os.path.lexists(self.address) and not stat.S_ISSOCK(os.lstat(self.address).st_mode):
@@ -240,7 +259,7 @@ class Service:
             exc = fut.exception()
             send((kind, i, None if exc is not None else fut.result(), exc))
 
-        send(("hello", {"spec": self.spec, "target": self.target,
+        send(("hello", {"spec": self.spec, "code": self.code, "target": self.target,
                         "slots": self.executor.slots, "pid": os.getpid(),
                         "build_workers": len(self.executor.pool.workers)}))
         while True:
@@ -311,6 +330,19 @@ class ServiceExecutor(Executor):
                               f"{_folder() / 'service.key'}: it was started with another "
                               "TUNEX_SERVICE_DIR (or by another user); use the same "
                               "TUNEX_SERVICE_DIR as `tunex serve`") from None
+        except Exception as e:  # a hello this tunex cannot unpickle
+            raise ConfigError(f"cannot read the hello of the tunex service at {address} "
+                              f"({type(e).__name__}: {e}): it runs other tunex code; stop it "
+                              "and start it again with this tunex (tunex serve --target "
+                              "TARGET)") from None
+        if hello.get("code") != code_version():
+            self._conn.close()
+            raise ConfigError(f"the tunex service at {address} runs other tunex code "
+                              f"({hello.get('code', 'an older tunex')}) than this search "
+                              f"({code_version()}): its workers would build and measure with "
+                              "their code what this search records as its own; stop it and "
+                              f"start it again with this tunex (tunex serve --target "
+                              f"{hello.get('spec', 'TARGET')})")
         if spec is not None and canonical_spec(spec) != canonical_spec(hello["spec"]):
             self._conn.close()
             raise ConfigError(f"the service at {address} runs --target {hello['spec']}, not "
