@@ -222,6 +222,18 @@ def test_a_device_whose_resource_no_node_offers_is_a_clear_error(ray_cluster):
         RayExecutor(WhereTarget(), RayOptions(device_specs=(board,)))
 
 
+def test_a_device_asking_more_than_any_node_has_is_a_clear_error_at_once(ray_cluster):
+    """gpus = 1e308 or resources = {riscv-sim = 3} in a devices file, on a cluster whose
+    nodes offer less: the actor could never be placed, and the search waited for the
+    measurement timeout to say "did a node leave the cluster?"."""
+    for device in (Device("big", {"riscv-sim": 3}), Device("huge", {"board:here": 1e308})):
+        with pytest.raises(ClusterError, match=f"device '{device.name}' needs .* on one node"):
+            RayExecutor(WhereTarget(), RayOptions(device_specs=(device,)))
+    with pytest.raises(ClusterError, match="device 'a100' needs"):  # GPUs, on a GPU cluster
+        RayExecutor._check_resources((Device("a100", {}, gpus=1e308),), {"GPU": 16.0},
+                                     [{"GPU": 8.0}, {"GPU": 8.0}])
+
+
 def test_a_device_lost_for_good_stops_the_search_with_a_clear_error(ray_cluster):
     # the resource exists when the executor starts, but its actor never gets it (another
     # actor holds it), the way a node's board is gone after the node left the cluster

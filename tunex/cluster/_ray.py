@@ -202,7 +202,8 @@ class RayExecutor(Executor):
         resources = ray.cluster_resources()
         if opt.device_specs:
             devices = tuple(opt.device_specs)
-            self._check_resources(devices, resources)
+            self._check_resources(devices, resources, [
+                n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")])
         else:
             gpus = int(resources.get("GPU", 0))
             per = opt.gpus_per_device if gpus else 0.0
@@ -278,7 +279,11 @@ class RayExecutor(Executor):
             ) from None
 
     @staticmethod
-    def _check_resources(devices: tuple[Device, ...], have: dict[str, float]) -> None:
+    def _check_resources(devices: tuple[Device, ...], have: dict[str, float],
+                         nodes: list[dict[str, float]] | None = None) -> None:
+        """Every device's resources are offered by the cluster (``have``), and all of one
+        device's by a single node of ``nodes`` (an actor runs on one node: a device asking for
+        more than any node has would wait for its placement until the search gives up)."""
         missing: dict[str, float] = collections.defaultdict(float)
         for d in devices:
             for k, v in d.resources.items():
@@ -295,6 +300,17 @@ class RayExecutor(Executor):
                 f"--address=HEAD:6379 --resources='{json.dumps(short)}'`, or remove those "
                 "devices (--devices, --sim-slots)"
             )
+        for d in devices if nodes is not None else ():
+            need = {**d.resources, **({"GPU": d.gpus} if d.gpus else {})}
+            most = {k: max((float(n.get(k, 0.0)) for n in nodes or ()), default=0.0)
+                    for k in need}
+            if any(v > most[k] for k, v in need.items()):
+                raise ClusterError(
+                    f"device {d.name!r} needs {need} on one node, but no node of the Ray "
+                    f"cluster offers that much (the most one node offers: {most}); ask for "
+                    "less in its entry of the devices file (--devices), or start a node that "
+                    "has it (ray start --address=HEAD:6379 --num-gpus N --resources='{...}')"
+                )
 
     def _place(self, i: int) -> None:
         """Create slot ``i``'s actor; the placer thread frees it once Ray has placed it."""
