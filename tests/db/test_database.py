@@ -327,6 +327,53 @@ def no_side_files(path: Path) -> bool:
     return not any(Path(f"{path}{s}").exists() for s in ("-wal", "-shm", "-journal"))
 
 
+def test_ctrl_c_inside_a_write_leaves_no_lock_behind(tmp_path: Path, monkeypatch) -> None:
+    """A Ctrl-C that lands in the driver in the middle of a write: the connection SQLAlchemy
+    dropped kept its cursor (held by the traceback's frames in a reference cycle), so SQLite
+    kept the write lock until the garbage collector ran, and the search's release of its
+    claims right after waited 30 s and failed with "another process kept it locked"."""
+    import gc
+
+    from sqlalchemy.engine import default
+
+    path = tmp_path / "kbi.db"
+    with Database(path) as db:
+        real = default.DefaultDialect.do_execute
+        statements: list[str] = []
+
+        def counted(self, cursor, statement, parameters, context=None):
+            statements.append(statement)
+            real(self, cursor, statement, parameters, context)
+
+        db.record(MM, ok(Config(a=0), 1.0))
+        monkeypatch.setattr(default.DefaultDialect, "do_execute", counted)
+        db.record(MM, ok(Config(a=-1), 1.0))
+        monkeypatch.setattr(default.DefaultDialect, "do_execute", real)
+        for n in range(1, len(statements) + 1):  # after the first, second, ... statement
+            calls = iter(range(n, 0, -1))
+
+            def do_execute(self, cursor, statement, parameters, context=None, calls=calls):
+                real(self, cursor, statement, parameters, context)
+                if next(calls, 0) == 1:
+                    raise KeyboardInterrupt
+
+            monkeypatch.setattr(default.DefaultDialect, "do_execute", do_execute)
+            gc.disable()  # what would free the lock by chance
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    db.record(MM, ok(Config(a=n), 1.0))
+                other = sqlite3.connect(path, timeout=0)
+                try:
+                    other.execute("BEGIN IMMEDIATE")  # "database is locked" before
+                    other.execute("ROLLBACK")
+                finally:
+                    other.close()
+            finally:
+                gc.enable()
+                monkeypatch.setattr(default.DefaultDialect, "do_execute", real)
+        assert db.record(MM, ok(Config(a=99), 1.0)) >= 2
+
+
 def test_random_bytes_are_refused_and_left_untouched(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(os.urandom(4096))

@@ -12,6 +12,7 @@ import random
 import sqlite3
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -246,6 +247,14 @@ class Store:
     def _errors(self, action: str) -> Iterator[None]:
         try:
             yield
+        except (KeyboardInterrupt, SystemExit) as exc:
+            # Ctrl-C inside the driver: SQLAlchemy drops the connection, but the frames of the
+            # traceback hold its cursor in a reference cycle, and a SQLite connection closed
+            # with a cursor open keeps its transaction (the write lock) until the garbage
+            # collector runs: the search's release of its claims then waited out
+            # busy_timeout on its own process's lock. Freed here, the lock goes at once.
+            traceback.clear_frames(exc.__traceback__)
+            raise
         except sa_exc.DBAPIError as exc:
             raise self._translate(exc, action) from exc
         except sa_exc.SQLAlchemyError as exc:
