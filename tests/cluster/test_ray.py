@@ -59,6 +59,11 @@ def test_a_devices_file_gives_one_device_per_board_and_simulator_slot(tmp_path):
     ("[[device]]\nname = 'a'\nresources = {x = inf}\n", "table of positive amounts"),
     ("", "declares no device"),
     ("[[board]\n", "not valid TOML"),
+    # one board listed twice: each measurement there ended the kernel the other one ran
+    ("[[board]]\nname = 'a'\nhost = 'u@bpi'\n[[board]]\nname = 'b'\nhost = 'v@BPI'\n",
+     "boards 'a' and 'b' are one board"),
+    ("[[board]]\nname = 'a'\nhost = 'bpi'\nport = 2222\n"
+     "[[board]]\nname = 'b'\nhost = 'bpi'\nport = 2222\n", "port 2222"),
 ])
 def test_a_malformed_devices_file_says_what_a_valid_one_looks_like(tmp_path, text, says):
     f = tmp_path / "devices.toml"
@@ -67,6 +72,15 @@ def test_a_malformed_devices_file_says_what_a_valid_one_looks_like(tmp_path, tex
         load_devices(f)
     assert says in str(e.value)
     assert "a valid devices file looks like" in str(e.value)
+
+
+def test_boards_of_one_host_on_other_ports_or_workdirs_are_other_boards(tmp_path):
+    f = tmp_path / "devices.toml"
+    f.write_text("[[board]]\nname = 'a'\nhost = 'gw'\nport = 2201\n"
+                 "[[board]]\nname = 'b'\nhost = 'gw'\nport = 2202\n"
+                 "[[board]]\nname = 'c'\nhost = 'gw'\nport = 2202\nworkdir = '/tmp/c'\n"
+                 "[[board]]\nname = 'd'\n[[board]]\nname = 'e'\n")
+    assert [d.name for d in load_devices(f)] == ["a", "b", "c", "d", "e"]
 
 
 def test_a_missing_devices_file_is_a_config_error(tmp_path):

@@ -166,7 +166,28 @@ def _parse(doc: Mapping[str, Any], source: str) -> tuple[Device, ...]:
             raise ConfigError(f"{source}: two devices are named {d.name!r}; give each a "
                               "unique name")
         seen.add(d.name)
+    _one_actor_per_board(devices[:len(doc.get("board", []))], source)
     return tuple(devices)
+
+
+def _one_actor_per_board(boards: list[Device], source: str) -> None:
+    """Two [[board]] entries that reach one board (same host, port and workdir) would measure
+    on it at once, and each measurement there ends the kernel another left running: healthy
+    configs recorded as failures."""
+    reach: dict[tuple[str, str, str], str] = {}
+    for d in boards:
+        host = d.options.get("host")
+        if not isinstance(host, str) or not host:
+            continue  # the target's own board: the target says where
+        where = (host.rpartition("@")[2].lower(), str(d.options.get("port", "")),
+                 str(d.options.get("workdir", "")))
+        if where in reach:
+            raise ConfigError(
+                f"{source}: boards {reach[where]!r} and {d.name!r} are one board ({host}"
+                + (f", port {where[1]}" if where[1] else "") + "): two measuring actors "
+                "there would measure at once, and each measurement ends the kernel the other "
+                "runs; list each board once")
+        reach[where] = d.name
 
 
 def load_devices(path: str | Path) -> tuple[Device, ...]:
