@@ -518,3 +518,24 @@ def test_a_worker_whose_search_is_gone_exits_quietly(tmp_path):
     (tmp_path / "build").touch()
     worker.proc.join(60)
     assert worker.proc.exitcode == 0
+
+
+def test_a_worker_that_died_while_idle_is_started_again_before_the_next_job():
+    """The OOM killer (or a stray kill) ends an idle build or measuring process: the next
+    config, which never ran, came back worker_lost and was recorded as a failure for good."""
+    import signal
+
+    from tests.cluster._fake_targets import WhereTarget
+
+    ex = LocalExecutor(WhereTarget(seconds=0.01), LocalOptions(build_workers=1,
+                                                               measure_workers=1))
+    try:
+        assert ex.submit(W, Config(a=0)).result(60).ok
+        workers = [ex._devices[0], ex._pool.workers[0]]
+        for w in workers:
+            os.kill(w.proc.pid, signal.SIGKILL)
+        until(lambda: not any(w.proc.is_alive() for w in workers), "both workers dead")
+        m = ex.submit(W, Config(a=1)).result(60)
+        assert m.ok, (m.status, m.error)
+    finally:
+        ex.close()

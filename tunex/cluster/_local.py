@@ -265,6 +265,15 @@ class _Worker:
             self.builders = set()
             self._start()
 
+    def revive(self) -> None:
+        """Start the process again if it died while idle (the OOM killer, a stray kill):
+        otherwise the next job, which never ran, would come back ``lost`` and its config be
+        recorded as a failure."""
+        if not self.closed and not self.proc.is_alive():
+            log.warning("worker %s died while idle (exit code %s); starting it again",
+                        self.name, self.proc.exitcode)
+            self.restart()
+
     def kill(self) -> None:
         """Kill the process and what it started (a hung kernel's simulator or binary would
         otherwise run on, orphaned, with a CPU to itself)."""
@@ -360,6 +369,7 @@ class BuildPool:
             with self._lock:
                 self._queued -= 1
                 self._running += 1
+            worker.revive()
             payload = (key, None if key in worker.builders else builder, workload, config)
             worker.builders.add(key)
             try:
@@ -530,6 +540,7 @@ class LocalExecutor(Executor):
             with self._count_lock:
                 self._waiting -= 1
                 self._busy[device.name] += 1
+            device.revive()
             t0 = time.perf_counter()
             deadline = functools.partial(self._deadline.seconds, art.workload)
             try:
