@@ -409,3 +409,45 @@ def test_the_progress_line_says_best_trial_failures_in_flight_and_workers():
         assert column.render(bar.p.tasks[0]).plain == ""
     finally:
         bar.close()
+
+
+def test_trials_that_ended_beside_a_target_error_are_recorded(tmp_path):
+    """Several trials end at once and one of them fails the target (a TargetError: the device
+    cannot measure at all): the search stops with that error, but the others, finished, were
+    left unrecorded when the error came first."""
+    from concurrent.futures import Future
+
+    from tunex.cluster import Executor
+    from tunex.errors import TargetError
+
+    t = ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz"))
+
+    class AtOnce(Executor):
+        """Every trial in flight ends in one wait, the first one with a TargetError."""
+
+        slots = 4
+        target = t
+
+        def __init__(self):
+            self.pending = []
+
+        def submit(self, workload, config):
+            fut = Future()
+            self.pending.append((fut, workload, config))
+            return fut
+
+        def wait(self, futures, timeout=None):
+            for i, (fut, workload, config) in enumerate(self.pending):
+                if i == 0:
+                    fut.set_exception(TargetError("the device is gone"))
+                else:
+                    fut.set_result(t.measure(t.build(workload, config)))
+            ended, self.pending = [f for f, _, _ in self.pending], []
+            return ended  # in the order they ended
+
+    with Database(tmp_path / "e.db") as db:
+        tuner = Tuner(t, t.space, db=db, budget="10trials", strategy="random", seed=0,
+                      executor=AtOnce(), remeasure=0)
+        with pytest.raises(TargetError, match="device is gone"):
+            tuner.run()
+        assert db.count(tuner.workload) == 3

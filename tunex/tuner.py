@@ -316,7 +316,9 @@ class Tuner:
                 timeout = None
                 if self.budget.seconds is not None:
                     timeout = max(0.0, self.budget.seconds - (time.monotonic() - start))
-                for fut in self.executor.wait(list(running), timeout):
+                finished = self.executor.wait(list(running), timeout)
+                # the trials that ended first, then an error of the target that stops the search
+                for fut in sorted(finished, key=lambda f: f.exception() is not None):
                     running.pop(fut)
                     idle = 0
                     m = fut.result()
