@@ -451,3 +451,28 @@ def test_trials_that_ended_beside_a_target_error_are_recorded(tmp_path):
         with pytest.raises(TargetError, match="device is gone"):
             tuner.run()
         assert db.count(tuner.workload) == 3
+
+
+def test_configs_a_concurrent_search_claimed_and_left_are_measured_here(tmp_path):
+    """Another search of the workload claimed configs and stopped (its time budget, Ctrl-C,
+    kill -9) without measuring them: this search, its strategy done, waited for them forever
+    (or until its time budget ended), and they were never measured."""
+    from tunex.db._records import claim_owner
+    from tunex.space import Space
+
+    t = FlakyTarget()
+    space = Space([Int("a", 0, 5), Int("b", 2, 2)])
+    wl = Workload("toy")
+    with Database(tmp_path / "c.db") as db:
+        other = claim_owner()  # a live search of this host (this process)
+        claimed = [Config(a=2, b=2).key, Config(a=3, b=2).key]
+        assert len(db.claim(wl, claimed, owner=other).granted) == 2
+
+        def stop_other(m, number):  # once this search has found both claimed by the other
+            if number == 4:
+                db.release(other)
+
+        res = Tuner(t, space, workload=wl, db=db, strategy="exhaustive", remeasure=0,
+                    budget="60s,100trials", on_trial=stop_other).run()
+        assert res.stopped == "strategy exhausted"
+        assert sorted(m.config["a"] for m in db.measurements(wl)) == list(range(6))

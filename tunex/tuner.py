@@ -243,7 +243,7 @@ class Tuner:
         bar = _Progress(self.progress, self.budget, count, self.executor.activity)
         full = False
         used = count  # trials and live claims of the workload, as the last claim saw them
-        absorbed = 0.0
+        absorbed = reclaimed = 0.0
         first = [c for c in self.first if c not in done]
         idle = 0  # proposals answered from the record since the last trial
 
@@ -264,6 +264,18 @@ class Tuner:
                         elsewhere.discard(m.config)
                         done[m.config] = m
                         self.strategy.tell([m])
+                    free = self.batch - len(running)
+                    if elsewhere and free > 0 and time.monotonic() - reclaimed > 2.0:
+                        # a concurrent search that stopped (or died) without measuring what
+                        # it claimed released it: measure it here, not wait for it forever
+                        reclaimed = time.monotonic()
+                        left = sorted(elsewhere, key=lambda c: c.key)[:free]
+                        got = claims.take([c.key for c in left], limit)
+                        full, used = got.full, got.used or used
+                        for c in left:
+                            if c.key in got.granted:
+                                elsewhere.discard(c)
+                                running[self.executor.submit(self.workload, c)] = c
                 room = math.inf if limit is None else (0 if full else limit - used)
                 # a trial built and waiting for a device holds no build worker: start the
                 # next build meanwhile (at most a second batch of them waiting)
