@@ -189,6 +189,8 @@ def test_kernels_lists_what_search_can_tune_and_what_does_not_load(capsys, monke
     K.available_kernels()  # the registry loaded, then a user's kernel and a broken one
     monkeypatch.setitem(K._REGISTRY, "toy_axpy", "tests.targets._toy_c:ToyAxpy")
     monkeypatch.setitem(K._REGISTRY, "broken_k", "tests.no_such_module:Nothing")
+    # one whose space() forgot its return (as another test registers one)
+    monkeypatch.setitem(K._REGISTRY, "no_space", "tests.targets._toy_c:ToyNoSpace")
     assert main(["kernels"]) == 0
     out = capsys.readouterr().out
     assert "tunex search sgemm --shape M=... --shape N=... --shape K=..." in out
@@ -197,4 +199,4 @@ def test_kernels_lists_what_search_can_tune_and_what_does_not_load(capsys, monke
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["sgemm"]["language"] == "c" and "LMUL" in rows["sgemm"]["parameters"]
     assert rows["matmul"]["targets"] == "triton_gpu" and rows["toy_axpy"]["dims"] == ["N"]
-    assert "error" in rows["broken_k"]
+    assert "error" in rows["broken_k"] and "NoneType" in rows["no_space"]["error"]

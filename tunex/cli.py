@@ -630,15 +630,22 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 
 def cmd_kernels(args: argparse.Namespace) -> int:
     """``tunex kernels``: every kernel ``tunex search`` can tune here, with what it takes."""
+    from tunex.errors import ConfigError
     from tunex.kernel import available_kernels, get_kernel
+    from tunex.space import Space
 
     rows: list[dict[str, Any]] = []
     for name in available_kernels():
         try:
             k = get_kernel(name)
-            params = list(k.space().names)
-        except TunexError as e:  # a user's kernel that does not load: say why, list the rest
-            rows.append({"name": name, "error": str(e)})
+            space = k.space()
+            if not isinstance(space, Space):
+                raise ConfigError(f"its space() returned {type(space).__name__}, not a "
+                                  "tunex Space")
+            params = list(space.names)
+        except Exception as e:  # a user's kernel that does not load: say why, list the rest
+            rows.append({"name": name, "error": str(e) if isinstance(e, TunexError)
+                         else f"{type(e).__name__}: {e}"})
             continue
         doc = " ".join((type(k).__doc__ or "").strip().split("\n\n")[0].split())
         doc = doc.split("; see the module docstring")[0].replace("``", "").rstrip(".")
