@@ -402,3 +402,13 @@ def test_a_service_of_other_tunex_code_is_refused_and_the_decorator_builds_here(
         assert _three_trials_through(svc.address, spec, tmp_path / "v.db") == 3
     finally:
         svc.close()
+
+
+def test_the_restart_hint_names_the_socket_a_search_used(service_dir, tmp_path):
+    """A service that went away at a --socket of the user's is restarted there (the hint once
+    said plain `tunex serve --target X`, which listens on the default socket instead)."""
+    from tunex.cluster._service import _serve_command
+
+    assert _serve_command("cpu", service_address("cpu")) == "tunex serve --target cpu"
+    mine = str(tmp_path / "my.sock")
+    assert _serve_command("cpu", mine) == f"tunex serve --target cpu --socket {mine}"

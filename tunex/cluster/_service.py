@@ -47,7 +47,7 @@ from typing import Any
 
 from tunex.cluster._base import Activity, BuildEvents, Executor
 from tunex.cluster._local import LocalExecutor, LocalOptions
-from tunex.errors import ConfigError, TargetError
+from tunex.errors import ConfigError, TargetError, TunexError
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 __all__ = ["Service", "ServiceBuildPool", "ServiceExecutor", "service_address"]
@@ -77,6 +77,16 @@ def service_address(target_name: str) -> str:
 #: seconds a search waits for a service to answer its connection (a stopped or hung service
 #: would otherwise hold the search forever)
 CONNECT_TIMEOUT = 10.0
+
+
+def _serve_command(spec: str, address: str) -> str:
+    """The command that starts again the service of ``spec`` at ``address``."""
+    name = spec.partition("?")[0].partition(":")[0]
+    try:
+        default = address == service_address(name)
+    except TunexError:
+        default = False
+    return f"tunex serve --target {spec}" + ("" if default else f" --socket {address}")
 
 
 def _connect(address: str, hello: bool = True) -> tuple[Connection, Any]:
@@ -292,7 +302,7 @@ class Service:
                             type(e).__name__, e)
                 send(("refused", f"the tunex service at {self.address} cannot read what this "
                       f"search sent ({type(e).__name__}: {e}): it runs other tunex code; "
-                      f"restart it (tunex serve --target {self.spec}) with this tunex"))
+                      f"restart it ({_serve_command(self.spec, self.address)}) with this tunex"))
                 break
         for left in list(running.values()):
             left.cancel()
@@ -341,8 +351,8 @@ class ServiceExecutor(Executor):
                               f"({hello.get('code', 'an older tunex')}) than this search "
                               f"({code_version()}): its workers would build and measure with "
                               "their code what this search records as its own; stop it and "
-                              f"start it again with this tunex (tunex serve --target "
-                              f"{hello.get('spec', 'TARGET')})")
+                              "start it again with this tunex ("
+                              f"{_serve_command(str(hello.get('spec', 'TARGET')), address)})")
         if spec is not None and canonical_spec(spec) != canonical_spec(hello["spec"]):
             self._conn.close()
             raise ConfigError(f"the service at {address} runs --target {hello['spec']}, not "
@@ -411,8 +421,9 @@ class ServiceExecutor(Executor):
 
     def _lost(self) -> str:
         self._gone = (f"the tunex service at {self.address} went away; its finished trials are "
-                      "recorded: restart it (tunex serve --target "
-                      f"{self.spec}) and run the search again to resume")
+                      "recorded: restart it ("
+                      f"{_serve_command(self.spec, self.address)}) and run the search again "
+                      "to resume")
         return self._gone
 
     def _read(self) -> None:
@@ -424,7 +435,7 @@ class ServiceExecutor(Executor):
             except Exception as e:  # an answer this tunex cannot read: never wait for it
                 msg = ("refused", f"cannot read what the tunex service at {self.address} "
                        f"answered ({type(e).__name__}: {e}): it runs other tunex code; "
-                       f"restart it (tunex serve --target {self.spec}) with this tunex")
+                       f"restart it ({_serve_command(self.spec, self.address)}) with this tunex")
             if msg[0] == "refused":  # nothing can run there: trials stop the search with the
                 self._gone = msg[1]   # reason (unrecorded), lent builds come back lost
                 for fut, lost in list(self._futures.values()):
