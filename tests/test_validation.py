@@ -92,6 +92,7 @@ def test_target_options_are_read_as_their_parameter_takes_them():
     (["--shape", "M=4"], "drop the kernel and --shape"),
     (["--measure-timeout", "0"], "--measure-timeout"),
     (["--optuna-storage", ""], "--optuna-storage needs a storage URL"),  # once ignored
+    (["--ray", "--workers", "4"], "with --ray, builds are Ray tasks"),  # once ignored
 ])
 def test_search_arguments_that_would_run_nothing_are_errors(extra, says, tmp_path, capsys):
     rc = main(["search", "--target", f"replay:{RECORDED}", "--db", str(tmp_path / "x.db"),

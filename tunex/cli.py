@@ -150,6 +150,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         if args.ray is None:
             raise TunexError("--sim-slots and --devices place measurements on a Ray cluster: "
                              "add --ray [ADDRESS]")
+        if args.workers is not None or args.measure_workers is not None:
+            raise TunexError("--workers and --measure-workers size this machine's process "
+                             "pools; with --ray, builds are Ray tasks and measurements Ray "
+                             "actors (one per device: --devices FILE, --sim-slots N): drop them")
         specs: tuple[Device, ...] = load_devices(args.devices) if args.devices else ()
         specs += simulator_devices(args.sim_slots) if args.sim_slots else ()
         if not specs and target.measure_slots is None:  # a simulator: a slot per local CPU
