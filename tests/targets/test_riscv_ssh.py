@@ -203,8 +203,13 @@ def test_boards_of_a_devices_file_under_ray_from_the_command_line(sshd, tmp_path
     board = (f'host = "{user}@127.0.0.1"\nport = {sshd.port}\n'
              f'ssh_config = "{sshd.root / "ssh_config"}"\n'
              'runner = "qemu-riscv64 -cpu rv64,v=true,vlen=256"\n')
+    # one sshd plays both boards: each its own workdir, as two boards would have (one
+    # workdir twice is one board listed twice, which the devices file refuses)
+    for b in ("bpi1", "bpi2"):
+        (tmp_path / b).mkdir()
     (tmp_path / "boards.toml").write_text(
-        f'[[board]]\nname = "bpi1"\n{board}\n[[board]]\nname = "bpi2"\n{board}')
+        f'[[board]]\nname = "bpi1"\nworkdir = "{tmp_path / "bpi1"}"\n{board}\n'
+        f'[[board]]\nname = "bpi2"\nworkdir = "{tmp_path / "bpi2"}"\n{board}')
     db = tmp_path / "boards.db"
     cmd = [sys.executable, "-m", "tunex.cli", "search", "sgemm", "--target",
            "riscv-ssh?core=x60&repeats=3&warmup=0&flush_kb=0", "--shape", "M=16,N=16,K=8",
