@@ -338,8 +338,9 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
             out += ", and the winner is one of them"
     if tr.get("rank_correlation") is not None:
         out += (f"; their model ranks this workload's trials at {tr['rank_correlation']:+.2f} "
-                "(rank correlation), so their trials " + ("stay in its training" if tr["model_kept"]
-                                                           else "were dropped from it"))
+                "(rank correlation; they are dropped only when worse than chance), so their "
+                "trials " + ("stay in its training" if tr["model_kept"] else
+                             "were dropped from it"))
     return out + " (--no-transfer: search cold)"
 
 
