@@ -8,7 +8,6 @@ without a new trial.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import numbers
@@ -18,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tunex.cluster import Activity, Executor, InlineExecutor
@@ -335,8 +334,7 @@ class Tuner:
                     idle = 0
                     m = fut.result()
                     if m.config in seeded:  # why it was tried: the report says so
-                        m = dataclasses.replace(m, facts={**m.facts,
-                                                          "origin": "another workload's best"})
+                        m = replace(m, facts={**m.facts, "origin": "another workload's best"})
                     number = self.db.record(self.workload, m, strategy=self.strategy.name,
                                             claim=m.config.key)
                     count = max(count + 1, number)

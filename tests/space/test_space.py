@@ -182,7 +182,8 @@ def test_a_t1_domain_that_is_no_expression_is_a_space_error(tmp_path):
 
 
 @pytest.mark.parametrize("domain", ["list(range(10**9))", "[2**2**30]", "[0] * 10**9",
-                                    "[i * j for i in range(10**4) for j in range(10**4)]"])
+                                    "[i * j for i in range(10**4) for j in range(10**4)]",
+                                    "[((((2**64)**64)**64)**64)**64]", "[(1e10)**64]"])
 def test_a_t1_domain_that_would_fill_the_memory_is_refused_at_once(tmp_path, domain):
     """A definition found beside recorded data is read unasked: a domain that would make a
     billion values or a billion-digit number is refused, not evaluated."""

@@ -571,6 +571,7 @@ class Space:
                 declared[p["Name"]] = list(vals)
             conds = [c["Expression"] for c in cs.get("Conditions", [])]
         except (OSError, ValueError, KeyError, TypeError, SyntaxError,  # a domain's text
+                ArithmeticError,  # a domain's number past a float
                 RecursionError) as e:  # nested deeper than the JSON reader goes
             raise SpaceError(f"{path}: not a readable T1 space definition ({e})") from None
         if values:
@@ -636,7 +637,8 @@ def _eval_values(text: str) -> list[Any]:
             yield v
 
     def pow_(a: Any, b: Any) -> Any:
-        if isinstance(b, int) and abs(b) > 64:
+        if isinstance(b, int) and (abs(b) > 64 or (  # nor a power of a power of a power...
+                isinstance(a, int) and abs(a).bit_length() * b > 4096)):
             raise ValueError(f"domain {text!r} raises to the power {b}")
         return a**b
 
