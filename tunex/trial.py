@@ -38,9 +38,11 @@ def canonical_json(value: Any) -> str:
     return json.dumps(_jsonable(value), sort_keys=True, separators=(",", ":"))
 
 
-def _freeze(value: Any) -> Any:
+def config_value(value: Any) -> Any:
+    """``value`` as a config holds it: a list (JSON's form of a tuple, such as a permutation)
+    becomes a tuple, a numpy scalar a Python one."""
     if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
+        return tuple(config_value(v) for v in value)
     if hasattr(value, "item") and callable(value.item):
         return value.item()
     return value
@@ -58,7 +60,7 @@ class Config(Mapping[str, Any]):
 
     def __init__(self, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
         data = dict(values or {}, **kwargs)
-        self._data = {k: _freeze(data[k]) for k in sorted(data)}
+        self._data = {k: config_value(data[k]) for k in sorted(data)}
         self._key = canonical_json(self._data)
         self._hash = hash(self._key)
 

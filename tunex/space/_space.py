@@ -28,7 +28,7 @@ import numpy as np
 from tunex.errors import ConfigError, SpaceError
 from tunex.space._constraints import Constraint
 from tunex.space._params import Bool, Choice, Param, Permutation, Pow2
-from tunex.trial import Config
+from tunex.trial import Config, config_value
 
 log = logging.getLogger("tunex")
 
@@ -60,11 +60,6 @@ def _flag(value: Any) -> bool:
     if value is None or isinstance(value, bool):
         return bool(value)
     raise TypeError(f"Bool default {value!r} is not true or false")
-
-
-def _tuples(value: Any) -> Any:
-    """A value read back from JSON, which writes tuples (a Choice of tile shapes) as lists."""
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def _below(gen: np.random.Generator, size: int) -> int:
@@ -537,8 +532,8 @@ class Space:
         kinds: dict[str, Callable[..., Param]] = {
             "Int": lambda n, vs, dflt: Choice(n, vs, ordered=True, default=dflt),
             "Pow2": lambda n, vs, dflt: Pow2(n, min(vs), max(vs), default=dflt),
-            "Choice": lambda n, vs, dflt: Choice(n, [_tuples(v) for v in vs],
-                                                  default=_tuples(dflt)),
+            "Choice": lambda n, vs, dflt: Choice(n, [config_value(v) for v in vs],
+                                                  default=config_value(dflt)),
             "Bool": lambda n, vs, dflt: Bool(n, default=_flag(dflt)),
             "Permutation": lambda n, vs, dflt: Permutation(
                 n, vs[0], default=None if dflt is None else tuple(dflt)),

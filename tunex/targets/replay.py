@@ -29,7 +29,7 @@ import numpy as np
 from tunex.errors import SpaceError, TargetError
 from tunex.space import Choice, Space
 from tunex.targets._base import Target
-from tunex.trial import Artifact, Config, Measurement, Status, Workload
+from tunex.trial import Artifact, Config, Measurement, Status, Workload, config_value
 
 __all__ = ["ReplayTarget", "load_recorded"]
 
@@ -57,12 +57,6 @@ def recorded_times(entry: Mapping[str, Any]) -> list[float] | None:
     out = [_number(t) for t in times]
     ok = [t for t in out if t is not None and math.isfinite(t) and t >= 0]
     return ok if len(ok) == len(out) else None
-
-
-def _value(value: Any) -> Any:
-    """A recorded parameter value as a config holds it: a list (a permutation, which JSON
-    writes as a list, as tunex's own ``kernel_tuner`` export does) is a tuple."""
-    return tuple(_value(v) for v in value) if isinstance(value, list) else value
 
 
 def _json(raw: bytes) -> Any:
@@ -156,8 +150,8 @@ class ReplayTarget(Target):
         try:
             self.doc_meta = {k: v for k, v in doc.items() if k != "cache"}
             self.keys: list[str] = [str(k) for k in doc["tune_params_keys"]]
-            self.values: dict[str, list[Any]] = {k: [_value(v) for v in doc["tune_params"][k]]
-                                                 for k in self.keys}
+            self.values: dict[str, list[Any]] = {
+                k: [config_value(v) for v in doc["tune_params"][k]] for k in self.keys}
             for k in self.keys:
                 if not isinstance(doc["tune_params"][k], list) or not self.values[k]:
                     raise TargetError(f"{self.path}: tune_params gives {k} "
@@ -167,7 +161,7 @@ class ReplayTarget(Target):
             named: dict[tuple[Any, ...], str] = {}
             for name, entry in doc["cache"].items():
                 try:
-                    point = tuple(_value(entry[k]) for k in self.keys)
+                    point = tuple(config_value(entry[k]) for k in self.keys)
                     twin = self.entries.setdefault(point, entry)
                 except (KeyError, TypeError, IndexError):  # not a full, hashable entry: skip
                     continue
