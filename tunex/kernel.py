@@ -398,6 +398,18 @@ class CKernel(Kernel):
         return None
 
 
+def _line_of(e: BaseException, ours: Any, with_file: bool = False) -> str:
+    """`` (line N)`` (``(file, line N)``) of the last frame of ``e``'s traceback whose file
+    ``ours(filename)`` accepts: where in a user's kernel the error was raised; "" if none."""
+    import traceback
+
+    where = [f for f in traceback.extract_tb(e.__traceback__) if ours(f.filename)]
+    if not where:
+        return ""
+    return (f" ({os.path.basename(where[-1].filename)}, line {where[-1].lineno})" if with_file
+            else f" (line {where[-1].lineno})")
+
+
 @contextlib.contextmanager
 def kernel_code(kernel: Kernel, what: str) -> Iterator[None]:
     """Around a call of a kernel's own Python that does not depend on the config (``space()``,
@@ -411,10 +423,7 @@ def kernel_code(kernel: Kernel, what: str) -> Iterator[None]:
     except Exception as e:
         files = {getattr(sys.modules.get(c.__module__), "__file__", None)
                  for c in type(kernel).__mro__} - {__file__, None}
-        import traceback
-
-        where = [f for f in traceback.extract_tb(e.__traceback__) if f.filename in files]
-        at = f" ({os.path.basename(where[-1].filename)}, line {where[-1].lineno})" if where else ""
+        at = _line_of(e, lambda f: f in files, with_file=True)
         said = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         raise TargetError(f"{kernel.name}: its {what} raised {said}{at}; fix the kernel's "
                           "Python") from None
@@ -541,12 +550,9 @@ def _import_class(path: str) -> Any:
         except SyntaxError as e:
             raise ConfigError(f"kernel module {module!r} does not compile: {e}") from None
         except Exception as e:  # the user's module failed: say where, in one line
-            import traceback
-
             tail = module.replace(".", os.sep)
-            where = [f for f in traceback.extract_tb(e.__traceback__)
-                     if f.filename.endswith((f"{tail}.py", os.path.join(tail, "__init__.py")))]
-            at = f" (line {where[-1].lineno})" if where else ""
+            at = _line_of(e, lambda f: f.endswith((f"{tail}.py",
+                                                   os.path.join(tail, "__init__.py"))))
             raise ConfigError(f"kernel module {module!r} failed to load{at}: "
                               f"{type(e).__name__}: {e}") from None
     try:
