@@ -65,6 +65,16 @@ class ToyBareReference(ToyAxpy):
         return 2.0 * inputs["x"].astype(np.float64) + 1.0  # type: ignore[return-value]
 
 
+class ToyDictReference(ToyAxpy):
+    """A user's slip: ``reference`` returns its outputs by name, as ``make_inputs`` takes them."""
+
+    name = "toy_dict_reference"
+
+    def reference(self, inputs: Mapping[str, np.ndarray], problem: Mapping[str, Any]
+                  ) -> tuple[np.ndarray, ...]:
+        return {"y": 2.0 * inputs["x"] + 1.0}  # type: ignore[return-value]
+
+
 class ToyIntShapes(ToyAxpy):
     """A user's slip: ``shapes`` gives a 1-D buffer's size as a bare int."""
 

@@ -104,6 +104,8 @@ def test_a_hung_kernel_is_a_timeout():
 
 @pytest.mark.parametrize("kernel, says", [
     ("ToyBareReference", r"reference\(\) must return a tuple of 1 array \(y\)"),
+    # a dict was a runtime_error per config: "float() argument must be ... not 'dict'"
+    ("ToyDictReference", r"reference\(\) must return a tuple of 1 array \(y\).*not a dict"),
     ("ToyIntShapes", r"shapes\(\) must give x a tuple of sizes"),
     # these were a runtime_error per config (the budget spent on them), or a traceback
     ("ToyRaisingReference", r"reference\(\) raised KeyError: 'M' \(_toy_c\.py, line \d+\)"),

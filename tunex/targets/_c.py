@@ -315,16 +315,19 @@ class CTarget(Target):
                                   f"{shapes[bad[0]]}")
             with kernel_code(k, "reference()"):
                 got = k.reference(inputs, problem)
-            want = tuple(np.asarray(w, dtype=np.float64)
-                         for w in (got if isinstance(got, (tuple, list)) else [got]))
-            if not isinstance(got, (tuple, list)) or [w.shape for w in want] != [
-                    shapes[n] for n in k.outputs]:
+            try:  # a dict, or arrays of something other than numbers, is no reference
+                want = (tuple(np.asarray(w, dtype=np.float64) for w in got)
+                        if isinstance(got, (tuple, list)) else None)
+            except (TypeError, ValueError):
+                want = None
+            if want is None or [w.shape for w in want] != [shapes[n] for n in k.outputs]:
                 raise TargetError(
                     f"{k.name}: reference() must return a tuple of {len(k.outputs)} "
                     f"array{'s' * (len(k.outputs) > 1)} ({', '.join(k.outputs)}) shaped as "
                     f"shapes() says {[shapes[n] for n in k.outputs]}, not "
-                    + (f"arrays shaped {[w.shape for w in want]}"
-                       if isinstance(got, (tuple, list)) else f"a {type(got).__name__}"))
+                    + (f"arrays shaped {[w.shape for w in want]}" if want is not None
+                       else f"a {type(got).__name__}"
+                       + (" of non-numbers" if isinstance(got, (tuple, list)) else "")))
             with kernel_code(k, "magnitude()"):
                 magnitude = k.magnitude(inputs, problem)
             ref = self._refs[workload.key] = (inputs, want, magnitude)
