@@ -3,10 +3,11 @@
 Subcommands (run on the GPU machine; write JSON under --out):
 
 ``record``
-    Measure the whole matmul space (``exhaustive`` strategy, LocalExecutor with --workers
-    build processes) for each shape, and write it as replay data in the Kernel Tuner cache
-    format that ``tunex.targets.replay`` reads (``restrictions`` = the bound constraints).
-    Shapes share compiled binaries (same specialisation), so the space compiles once.
+    Measure the whole space of a library kernel (--kernel, matmul by default; ``exhaustive``
+    strategy, LocalExecutor with --workers build processes) for each shape, and write it as
+    replay data in the Kernel Tuner cache format that ``tunex.targets.replay`` reads
+    (``restrictions`` = the bound constraints), named ``KERNEL_DEVICE_SHAPE.json.gz``.
+    Shapes that share a specialisation share compiled binaries.
 
 ``bench``
     matmul fp16 per shape: tunex (``model`` strategy, --budget seconds per library kernel of
@@ -48,6 +49,11 @@ if str(ROOT) not in sys.path:
 
 MATMUL_SHAPES = [(4096, 4096, 4096), (1024, 1024, 1024), (64, 8192, 8192), (512, 4096, 1024)]
 FA_SHAPES = [(4, 16, 1024, 64), (1, 32, 4096, 128), (8, 16, 512, 64)]
+#: shapes ``record`` measures by default, per kernel (sizes in the order of its ``dims``)
+RECORD_SHAPES = {"matmul": MATMUL_SHAPES, "matmul_tma": MATMUL_SHAPES,
+                 "flash_attention": FA_SHAPES,
+                 "softmax": [(4096, 1024), (1024, 8192), (16384, 256)],
+                 "layernorm": [(4096, 1024), (1024, 8192), (16384, 256)]}
 
 _FAILED = {"compile_error": "CompilationFailedConfig", "pruned": "CompilationFailedConfig",
            "timeout": "RuntimeFailedConfig", "runtime_error": "RuntimeFailedConfig",
@@ -175,7 +181,7 @@ def to_kernel_tuner_cache(run: Mapping[str, Any], device: str) -> dict[str, Any]
     return {
         "schema": "kernel_tuner cache (tunex recording)",
         "device_name": device, "kernel_name": run["kernel"],
-        "problem_size": [shape[d] for d in ("M", "N", "K")],
+        "problem_size": [v for d, v in shape.items() if d != "dtype"],
         "dtype": shape.get("dtype", "float16"), "objective": "time",
         "tune_params_keys": keys, "tune_params": run["params"],
         "restrictions": run["restrictions"], "workload": run["workload"],
@@ -211,17 +217,26 @@ def cmd_record(args: argparse.Namespace) -> int:
     target = make_target(f"triton_gpu?repeats={args.repeats}&load={args.load}")
     deadline = time.monotonic() + args.deadline
     summary = []
-    for shape in parse_shapes(args.shapes, 3) if args.shapes else MATMUL_SHAPES:
+    from tunex.kernel import get_kernel
+
+    dims = get_kernel(args.kernel).dims
+    if args.shapes:
+        shapes = parse_shapes(args.shapes, len(dims))
+    elif args.kernel in RECORD_SHAPES:
+        shapes = RECORD_SHAPES[args.kernel]
+    else:
+        raise SystemExit(f"no default shapes for {args.kernel}: give --shapes "
+                         f"{'x'.join(dims)},...")
+    for shape in shapes:
         left = deadline - time.monotonic()
         if left < 30:
             log("deadline: skipping", shape)
             continue
-        m, n, k = shape
-        run = tune(target, "matmul", {"M": m, "N": n, "K": k}, strategy="exhaustive",
+        run = tune(target, args.kernel, dict(zip(dims, shape)), strategy="exhaustive",
                    seconds=left - 10, workers=args.workers)
         doc = to_kernel_tuner_cache(run, env["device"])
         device = env["device"].replace("NVIDIA ", "").replace(" ", "_")
-        name = f"matmul_{device}_{shape_name(shape)}"
+        name = f"{args.kernel}_{device}_{shape_name(shape)}"
         path = out / f"{name}.json.gz"
         with gzip.open(path, "wt") as f:
             json.dump(doc, f, separators=(",", ":"))
@@ -570,9 +585,12 @@ def parse_shapes(text: str, n: int) -> list[tuple[int, ...]]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("record", help="measure the whole matmul space per shape")
+    r = sub.add_parser("record", help="measure a kernel's whole space per shape")
     r.add_argument("--out", required=True)
-    r.add_argument("--shapes", default="", help="MxNxK,... (default: the benchmark's four)")
+    r.add_argument("--kernel", default="matmul", help="a library kernel (default: matmul)")
+    r.add_argument("--shapes", default="",
+                   help="sizes in the kernel's dims order joined by x, comma-separated "
+                        "(default: RECORD_SHAPES of the kernel)")
     r.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     r.add_argument("--repeats", type=int, default=10)
     r.add_argument("--deadline", type=float, default=480, help="seconds for all shapes")

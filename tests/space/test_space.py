@@ -215,6 +215,16 @@ def test_bound_constraints_write_the_problem_in_and_replay_alike() -> None:
         Space([Int("a", 1, 8)], [lambda a: a < 3]).bound_constraints()
 
 
+def test_a_constraint_on_the_problem_alone_is_settled_when_written_out() -> None:
+    """matmul_tma's ``M % 8 == 0 and N % 8 == 0`` reads no parameter once bound: written as is,
+    the recorded space could not be replayed."""
+    from tunex.space import Int, Space
+
+    s = Space([Int("a", 1, 8)], ["a * 2 <= M", "M % 2 == 0"], problem=["M"])
+    assert s.bind(M=6).bound_constraints() == ["a * 2 <= 6"]
+    assert Space([Int("a", 1, 8)], s.bind(M=6).bound_constraints()).size == 3
+
+
 def test_an_invalid_default_moves_to_the_nearest_valid_point() -> None:
     from tunex.space import Choice, Int, Space
 

@@ -497,6 +497,9 @@ class Space:
         """The constraint expressions with the bound problem values written in: the
         ``restrictions`` of a recorded space, which replay without the problem.
 
+        A constraint that reads only problem values (``M % 8 == 0``) is settled by them: it
+        holds for every point and is left out (a replayed space has no problem to read).
+
         Raises:
             SpaceError: a constraint is a Python callable (only expressions can be written).
         """
@@ -513,6 +516,8 @@ class Space:
             if not isinstance(c.rule, str):
                 raise SpaceError(f"constraint {c.description!r} is a Python callable and cannot "
                                  "be written out; use an expression string")
+            if c.names and all(n in bound for n in c.names):
+                continue  # holds: a bound space has a valid point (bind checks)
             out.append(ast.unparse(Sub().visit(ast.parse(c.rule, mode="eval"))))
         return out
 
