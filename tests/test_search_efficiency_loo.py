@@ -160,7 +160,7 @@ def test_the_cold_cache_keys_sources_by_the_default_models_options(tmp_path, mon
             p.replace(default=value) if p.name == name else p for p in sig.parameters.values()])
         return init
 
-    monkeypatch.setattr(ModelSearch, "__init__", with_default("local_moves", "step"))
+    monkeypatch.setattr(ModelSearch, "__init__", with_default("local_moves", "region"))
     assert se.cold_cache_path(tmp_path, members, 3, 100) == before  # the actual default
     monkeypatch.setattr(ModelSearch, "__init__", with_default("local_moves", "any"))
     assert se.cold_cache_path(tmp_path, members, 3, 100) != before

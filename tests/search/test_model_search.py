@@ -340,6 +340,44 @@ def test_two_step_moves_reach_settings_that_only_pay_together():
     assert (picks["two"]["a"], picks["two"]["b"]) == (1, 1)
 
 
+def test_trust_region_moves_stay_near_the_incumbent_and_follow_its_size():
+    """``local_moves="region"``: every candidate is valid, changes between one and a quarter
+    of the parameters, each ordered one by at most a quarter of its range, whether the space
+    is enumerated or sampled; the region doubles after two successes and halves after
+    ``max(4, parameters)`` failures in a row."""
+    sp = Space([Int(f"p{i}", 0, 6) for i in range(6)], ["p0 + p1 <= 9"])
+    c = Config({f"p{i}": 3 for i in range(6)})
+    for limit in (10**9, 0):  # the whole space scored, or perturbations sampled
+        st = ModelSearch(sp, seed=0, local_moves="region", enumerate_limit=limit)
+        got = st._region(c)
+        assert got and all(g in sp and g != c for g in got)
+        diffs = [[abs(g[n] - c[n]) for n in sp.names] for g in got]
+        assert all(max(d) <= 2 and 1 <= sum(x > 0 for x in d) <= 2 for d in diffs)
+        assert any(sum(x > 0 for x in d) == 2 for d in diffs)  # two at once, not one step only
+    st = ModelSearch(sp, seed=0, local_moves="region")
+    st._adapt_region(True)
+    st._adapt_region(True)
+    assert st.region_ == 0.5
+    for _ in range(6):
+        st._adapt_region(False)
+    assert st.region_ == 0.25
+    st._adapt_region(True)
+    st._adapt_region(False)  # a failure breaks the run of successes
+    st._adapt_region(True)
+    assert st.region_ == 0.25
+
+
+def test_trust_region_moves_reach_two_parameters_the_model_ranks_best():
+    """Leaders at the low corner, the model's best two parameters away: one step never gets
+    there, the trust region does, and the local arm picks it."""
+    sp = Space([Int(n, 0, 3) for n in "abcdef"])
+    told = [Measurement(Config({"a": 0, "b": 0, "c": 0, "d": 0, "e": 0, "f": f}), Status.OK,
+                        (1.0 + f / 100,)) for f in (0, 1, 2)]
+    picks = local_picks(sp, told, {"a": 1.0, "b": 1.0}, ("step", "region"))
+    assert (picks["step"]["a"] > 0) != (picks["step"]["b"] > 0)  # one of them moves
+    assert picks["region"]["a"] == picks["region"]["b"] == 1  # both, within the region
+
+
 def test_two_step_moves_are_sampled_where_there_are_too_many():
     """Twelve parameters of eight unordered values each have 66 * 49 two-step moves: the local
     arm scores a sample of ``_TWO_STEP_LIMIT``, each valid and two parameters away."""
