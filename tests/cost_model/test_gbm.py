@@ -104,3 +104,28 @@ def test_row_weights_decide_between_workloads_that_disagree():
         w = np.where(g == heavy, 20.0, 1.0)
         s = GBMRanker(random_state=0).fit(Xg, yg, g, weights=w).predict(X)
         assert sign * spearmanr(s, -y).statistic > 0.2  # unweighted: about 0
+
+
+def test_relative_features_give_each_parameter_per_differing_problem_size():
+    """log2(param / size) for the sizes that differ between the workloads, nothing for those
+    that do not (a constant size adds a copy of log2(param)) or for a non-numeric parameter."""
+    space = Space([Pow2("BLOCK", 128, 4096), Int("t", 1, 3), Choice("alg", ["x", "y"])])
+    w1 = Workload("k", problem={"problem_size": [1024, 8192]})
+    w2 = Workload("k", problem={"problem_size": [1024, 256]})
+    fx = FeatureExtractor.for_workloads(space, [w1, w2], relative=True)
+    assert fx.relative == ("problem_size[1]",)
+    X = fx.transform([Config(BLOCK=1024, t=2, alg="y")], w2)
+    row = dict(zip(fx.feature_names, X[0]))
+    assert X.shape == (1, len(fx.feature_names))
+    assert row["log2(BLOCK/problem.problem_size[1])"] == 2  # 1024 / 256
+    assert row["log2(t/problem.problem_size[1])"] == pytest.approx(1 - 8)
+    assert not any(n.startswith("log2(alg") for n in fx.feature_names)
+    same = [Workload("k", problem={"problem_size": [1024, 256]}, target={"device": d})
+            for d in ("a", "b")]
+    fixed = FeatureExtractor.for_workloads(space, same, relative=True)
+    plain = FeatureExtractor.for_workloads(space, same)
+    c = [Config(BLOCK=256, t=1, alg="x")]
+    assert fixed.relative == () and np.array_equal(fixed.transform(c, same[0]),
+                                                   plain.transform(c, same[0]))
+    with pytest.raises(ValueError, match="not among the problem keys"):
+        FeatureExtractor(space, ["M"], relative=["N"])

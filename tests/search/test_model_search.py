@@ -410,3 +410,27 @@ def test_seed_spread_skips_near_copies_of_a_queued_favourite():
         st = get_strategy("model", s, seed=0, seed_spread=spread)
         st.warm_start([(Workload("k", problem={"n": 1}), trials)], current=here)
         assert st.ask(2) == expected
+
+
+def test_a_warm_start_carries_a_block_relative_to_the_shape_to_a_new_shape():
+    """Siblings at rows of 256, 1024 and 8192 elements are fastest with a block the size of the
+    row; at an unseen 2048 the first proposal after their favourites is a 2048 block when the
+    model sees block / row (``relative``), and one of the siblings' own blocks when it sees
+    each alone."""
+    s = Space([Pow2("BLOCK", 128, 16384), Pow2("warps", 1, 16)])
+
+    def time(c: Config, n: int) -> float:
+        return 1 + abs(math.log2(c["BLOCK"] / n)) + 0.1 * abs(math.log2(c["warps"]) - 2)
+
+    def rows(n: int) -> Workload:
+        return Workload("rows", problem={"shape": [4096, n]})
+
+    siblings = [(rows(n), [Measurement(c, Status.OK, (time(c, n),)) for c in s])
+                for n in (256, 1024, 8192)]
+    for relative in (True, False):
+        for seed in range(3):
+            st = ModelSearch(s, seed=seed, explore=0.0, relative=relative)
+            st.warm_start(siblings, current=rows(2048))
+            assert {c["BLOCK"] for c in st.ask(6)} == {256, 1024, 8192}  # their favourites
+            block = st.ask(1)[0]["BLOCK"]
+            assert (block == 2048) if relative else (block in (256, 1024, 8192))

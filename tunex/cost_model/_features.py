@@ -55,14 +55,24 @@ class FeatureExtractor:
         categories: ``(source, key, value)`` indicator columns, ``source`` being ``"problem"``
             or ``"target"``: 1 where the workload's ``key`` is ``value`` (a device name, a
             dtype), so a model trained on several devices can tell their trials apart.
+        relative: problem sizes (of ``problem_keys``) each positive numeric parameter is also
+            given relative to, as ``log2(param / size)``: the share of a dimension one block
+            covers, the same quantity at every shape, so a model trained on other shapes can
+            say "a block the size of the row" where the absolute block size differs.
     """
 
     def __init__(self, space: Space, problem_keys: Sequence[str] = (),
                  target_keys: Sequence[str] = (), fact_keys: Sequence[str] = (),
                  interactions: bool = True,
-                 categories: Sequence[tuple[str, str, str]] = ()) -> None:
+                 categories: Sequence[tuple[str, str, str]] = (),
+                 relative: Sequence[str] = ()) -> None:
         self.space = space
         self.problem_keys = tuple(problem_keys)
+        unknown = [k for k in relative if k not in self.problem_keys]
+        if unknown:
+            raise ValueError(f"relative sizes {unknown} are not among the problem keys "
+                             f"{list(self.problem_keys)}")
+        self.relative = tuple(relative)
         self.target_keys = tuple(target_keys)
         self.fact_keys = tuple(fact_keys)
         self.categories = tuple(categories)
@@ -85,11 +95,12 @@ class FeatureExtractor:
 
     @classmethod
     def for_workloads(cls, space: Space, workloads: Sequence[Workload],
-                      fact_keys: Sequence[str] = (), interactions: bool = True
-                      ) -> FeatureExtractor:
+                      fact_keys: Sequence[str] = (), interactions: bool = True,
+                      relative: bool = False) -> FeatureExtractor:
         """Include every problem size and target fact that is numeric in all ``workloads``, and
         an indicator per value of those that are text in all of them and differ (at most 16
-        values)."""
+        values); with ``relative``, the parameters relative to each problem size that is
+        positive in all of them and differs between them."""
         def common(maps: Sequence[Mapping[str, Any]]) -> list[str]:
             keys = set(maps[0]) if maps else set()
             for m in maps[1:]:
@@ -111,17 +122,25 @@ class FeatureExtractor:
 
         problems = [flatten(w.problem) for w in workloads]
         targets = [flatten(w.target) for w in workloads]
-        return cls(space, numeric_keys(problems), numeric_keys(targets), fact_keys, interactions,
-                   categories("problem", problems) + categories("target", targets))
+        sizes = numeric_keys(problems)
+        varying = [k for k in sizes if all(_num(m[k]) > 0 for m in problems)  # type: ignore
+                   and len({_num(m[k]) for m in problems}) > 1] if relative else []
+        return cls(space, sizes, numeric_keys(targets), fact_keys, interactions,
+                   categories("problem", problems) + categories("target", targets), varying)
+
+    def _log2(self, X: np.ndarray) -> np.ndarray:
+        """log2 of each positive numeric parameter (the ``_logcols`` of ``X``)."""
+        L = X[:, self._logcols].copy()
+        raw = [i for i, is_log in enumerate(self._is_log) if not is_log]
+        L[:, raw] = np.log2(L[:, raw])
+        return L
 
     def _derived(self, X: np.ndarray) -> tuple[np.ndarray, list[str]]:
         if not self.interactions or not self._logcols:
             return np.empty((len(X), 0)), []
         names = self.space.feature_names
         cols = self._logcols
-        L = X[:, cols].copy()
-        raw = [i for i, is_log in enumerate(self._is_log) if not is_log]
-        L[:, raw] = np.log2(L[:, raw])
+        L = self._log2(X)
         parts = [L]
         labels = [f"log2({names[c]})" for c in cols]
         for i in range(len(cols)):
@@ -130,14 +149,27 @@ class FeatureExtractor:
                 labels.append(f"log2({names[cols[i]]}*{names[cols[j]]})")
         return np.hstack(parts), labels
 
+    def _relative(self, X: np.ndarray, workload: Workload | None) -> np.ndarray:
+        """``log2(param / size)`` for each log-scaled parameter and each ``relative`` size."""
+        if not self.relative or not self._logcols:
+            return np.empty((len(X), 0))
+        L = self._log2(X)
+        problem = flatten(workload.problem) if workload else {}
+        sizes = [_num(problem.get(k)) for k in self.relative]
+        logs = np.array([math.log2(v) if v is not None and v > 0 else math.nan for v in sizes])
+        return (L[:, :, None] - logs[None, None, :]).reshape(len(X), -1)
+
     @property
     def feature_names(self) -> list[str]:
-        return (self.space.feature_names + self._derived(np.ones((1, sum(
+        names = self.space.feature_names
+        return (names + self._derived(np.ones((1, sum(
                     p.width for p in self.space.params))))[1]
                 + [f"problem.{k}" for k in self.problem_keys]
                 + [f"target.{k}" for k in self.target_keys]
                 + [f"{src}.{k}={v}" for src, k, v in self.categories]
-                + [f"fact.{k}" for k in self.fact_keys])
+                + [f"fact.{k}" for k in self.fact_keys]
+                + [f"log2({names[c]}/problem.{k})" for c in self._logcols
+                   for k in self.relative])
 
     def context(self, workload: Workload | None) -> np.ndarray:
         """The per-workload columns (problem sizes and target facts) as one row."""
@@ -168,4 +200,5 @@ class FeatureExtractor:
                     if v is not None:
                         F[i, j] = v
             parts.append(F)
+        parts.append(self._relative(X, workload))
         return np.hstack(parts)
