@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -164,6 +165,28 @@ def test_never_mode_uses_default_and_creates_no_db(db_path: Path) -> None:
     call_add(k, 1000)
     assert k.last.source == "default" and k.last.config["BLOCK"] == 32
     assert k.tunings == 0 and bench.calls == [] and not db_path.exists()
+
+
+def test_never_mode_takes_the_nearest_tuned_shape_from_the_database(db_path: Path) -> None:
+    """A shape nothing was tuned for gets the best config of the nearest tuned shape of the
+    same kernel source on the same device, not the default; never another source's."""
+    def favouring(block: int) -> Callable[[Callable[[], Any], Config], list[float]]:
+        return lambda call, config: [1.0 if config["BLOCK"] == block else 2.0]
+
+    small, _ = make_add(db_path, mode="on_miss", bench=favouring(32))
+    call_add(small, 100)  # bucket 128
+    large, _ = make_add(db_path, mode="on_miss", bench=favouring(128))
+    call_add(large, 4000)  # bucket 4096
+    k, bench = make_add(db_path)
+    call_add(k, 1000)  # bucket 1024: 2 octaves from 4096, 3 from 128
+    assert k.last.source == "db" and k.last.config["BLOCK"] == 128 and bench.calls == []
+    assert "nearest tuned workload" in k.last.reason and "4096" in k.last.reason
+    call_add(k, 200)  # bucket 256: nearer 128
+    assert k.last.source == "db" and k.last.config["BLOCK"] == 32
+    edited, _ = make_add(db_path)
+    edited.kernel_hash = "0" * 16  # another version of the kernel's source
+    call_add(edited, 1000)
+    assert edited.last.source == "default"
 
 
 def test_same_bucket_does_not_retune(db_path: Path) -> None:
@@ -340,7 +363,8 @@ def test_a_database_that_cannot_record_decisions_only_warns(db_path: Path, monke
     with caplog.at_level(logging.WARNING, "tunex.autotune"):
         call_add(k, 1000)
         call_add(k, 3000)  # another workload: not tried again, not warned again
-    assert k.last.source == "default" and tried == ["db"]
+    assert k.last.source == "db" and "nearest tuned workload" in k.last.reason  # 1024's best
+    assert tried == ["db"]
     warned = [r.message for r in caplog.records if "cannot record the decision" in r.message]
     assert len(warned) == 1 and "disk full" in warned[0]
     with Database(db_path) as d:  # read-only: not even tried
@@ -696,6 +720,32 @@ def test_cost_model_prediction(db_path: Path, tmp_path: Path) -> None:
     p = tunex.autotune(space=space, key=["n"], db=str(db_path), mode="pinned")(jit(add_kernel))
     call_add(p, 500)
     assert p.last.source == "default"  # pinned never predicts
+
+
+def test_a_cost_model_trained_on_two_devices_predicts_for_a_new_shape(tmp_path: Path) -> None:
+    """Trials of two devices train a model with a column per device name, which prediction
+    must rebuild (it did not, and every such model was refused as "the space changed"); rows
+    of 256 and 4096 elements, fastest with a block of the row, teach the block for 1024."""
+    pytest.importorskip("lightgbm")
+    from tunex.decorator._model import predict_best, train
+    from tunex.trial import Workload
+
+    space = Space([Pow2("BLOCK", 64, 8192), Pow2("warps", 1, 8)])
+
+    def row(n: int, device: str) -> Workload:
+        return Workload("norm", problem={"n": n}, target={"device": device})
+
+    def trials(n: int) -> list[Measurement]:
+        return [Measurement(c, Status.OK, (1 + abs(np.log2(c["BLOCK"] / n)) + 0.1 * c["warps"],))
+                for c in space]
+
+    class History:
+        def history(self, kernel: str) -> list[tuple[Workload, list[Measurement]]]:
+            return [(row(n, d), trials(n)) for n in (256, 4096) for d in ("gpu-a", "gpu-b")]
+
+    path = train(History(), "norm", space, tmp_path / "norm.json")
+    config, why = predict_best(path, space, row(1024, "gpu-b"))
+    assert config == Config(BLOCK=1024, warps=1) and "trained on 4 workloads" in why
 
 
 # -- GPU ---------------------------------------------------------------------------------------

@@ -108,11 +108,13 @@ def test_launchers_pick_what_the_target_recorded_under_the_interpreter(tmp_path:
     assert all(e["config"] == best for e in db)
 
     # matmul runs whichever library kernel measured faster for the workload: the TMA one,
-    # which the database holds at 0.010 ms against 0.020 ms; the plain one with no rows
+    # which the database holds at 0.010 ms against 0.020 ms; the plain one, with no rows for
+    # M=200, the best config of its nearest tuned shape (M=48)
     choice = [e for e in events if e["phase"] == "choice"]
     assert [(e["kernel"], e["source"]) for e in choice] == [("matmul_tma", "db"),
-                                                            ("matmul", "default")]
+                                                            ("matmul", "db")]
     assert choice[0]["config"] == out["tma_config"]
+    assert choice[1]["config"] == best and "nearest tuned workload" in choice[1]["reason"]
 
     # a pack exported from that database carries both kernels' rows: the same choice
     pack = [e for e in events if e["phase"] == "pack"]

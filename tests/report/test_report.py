@@ -117,7 +117,8 @@ def test_report_of_a_database_the_decorator_filled(tmp_path: Path) -> None:
                        strategy="random", db=str(db), bench=bench, remeasure=0)(
         ta.jit(ta.add_kernel))
     ta.call_add(k, 3000)
-    # a later run that never tunes: the tuned workload from the database, a new one by default
+    # a later run that never tunes: the tuned workload from the database, a new one from the
+    # nearest tuned shape's best (no trial of its own)
     reader = tunex.autotune(space=space, key={"n": "pow2"}, db=str(db), bench=bench)(
         ta.jit(ta.add_kernel))
     ta.call_add(reader, 3000)
@@ -129,7 +130,7 @@ def test_report_of_a_database_the_decorator_filled(tmp_path: Path) -> None:
                             if t.measurement.config == k.last.config)
         text = render_report(d)
     page.write_text(text)
-    index, tuned, default = re.split(r"<section class='workload'", text)
+    index, tuned, nearest = re.split(r"<section class='workload'", text)
     assert "<th>decisions</th>" in index and ">database 1, tuned 1<" in index
     # the 18 points fit the budget: searched with the strategy asked for (not enumerated), all
     assert "Tuned by <code>@tunex.autotune</code> on a miss (strategy random)" in tuned
@@ -141,8 +142,8 @@ def test_report_of_a_database_the_decorator_filled(tmp_path: Path) -> None:
     for _, row in rows:
         assert "BLOCK=128 num_warps=1" in row and f"<td class='n'>{chosen_trial}</td>" in row
     assert "best in Database(" in rows[0][1] and "tuned 18 trials in" in rows[1][1]
-    assert "default: 1" in default and "no database row, pack or cost model" in default
-    assert "<dt>trials</dt><dd>none</dd>" in default and "<b>Chosen</b>" not in default
+    assert "database: 1" in nearest and "nearest tuned workload in Database(" in nearest
+    assert "<dt>trials</dt><dd>none</dd>" in nearest and "<b>Chosen</b>" not in nearest
     shown = figures(tuned)
     assert shown["failures"] and shown["importances"] and shown["quality"]
     importances = tuned.split("data-figure='importances'")[1].split("</figure>")[0]

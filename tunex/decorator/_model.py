@@ -1,9 +1,11 @@
 """Cost-model predictions for workloads nothing was tuned for.
 
 ``Autotuned.train_model()`` fits a :class:`~tunex.cost_model.GBMRanker` on every trial of the
-kernel in the database (all shapes, all devices: problem sizes and target facts are features)
-and saves it with a small JSON description of its feature columns. At runtime, in ``never``
-mode, a workload with no database row and no pack gets the config the model ranks first.
+kernel in the database (all shapes, all devices: problem sizes, target facts, an indicator per
+device or dtype name, and each parameter relative to each problem size that differs are
+features) and saves it with a small JSON description of its feature columns. At runtime, in
+``never`` mode, a workload with no database row and no pack gets the config the model ranks
+first.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ def _meta_path(path: Path) -> Path:
     return path.with_name(path.name + ".meta.json")
 
 
-def train(db: Any, kernel: str, space: Space, path: Path) -> Path:
-    """Fit a ranker on ``kernel``'s history in ``db`` and save it to ``path`` (+ ``.meta.json``)."""
+def train(db: Any, kernel: str, space: Space, path: Path, *, relative: bool = True) -> Path:
+    """Fit a ranker on ``kernel``'s history in ``db`` and save it to ``path`` (+ ``.meta.json``);
+    ``relative``: also each parameter relative to each problem size that differs between the
+    workloads (:meth:`FeatureExtractor.for_workloads`)."""
     from tunex.cost_model import FeatureExtractor, GBMRanker
 
     usable = []
@@ -42,7 +46,7 @@ def train(db: Any, kernel: str, space: Space, path: Path) -> Path:
     if not usable:
         raise ConfigError(f"no trial of kernel {kernel!r} in {db!r} fits its space: tune some "
                           "workloads first (mode='on_miss' or tunex search)")
-    fe = FeatureExtractor.for_workloads(space, [w for w, _ in usable])
+    fe = FeatureExtractor.for_workloads(space, [w for w, _ in usable], relative=relative)
     X = np.vstack([fe.transform([m.config for m in ms], w) for w, ms in usable])
     y = np.concatenate([[m.value for m in ms] for _, ms in usable])
     g = np.concatenate([np.full(len(ms), i) for i, (_, ms) in enumerate(usable)])
@@ -50,7 +54,9 @@ def train(db: Any, kernel: str, space: Space, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     model.save(path)
     meta = {"format": _FORMAT, "kernel": kernel, "problem_keys": list(fe.problem_keys),
-            "target_keys": list(fe.target_keys), "workloads": len(usable), "trials": len(y)}
+            "target_keys": list(fe.target_keys),
+            "categories": [list(c) for c in fe.categories], "relative": list(fe.relative),
+            "workloads": len(usable), "trials": len(y)}
     _meta_path(path).write_text(json.dumps(meta, indent=1))
     return path
 
@@ -66,10 +72,17 @@ def predict_best(path: Path, space: Space, workload: Workload,
             raise ValueError("not a tunex autotune model description")
         problem_keys = [str(k) for k in meta["problem_keys"]]
         target_keys = [str(k) for k in meta["target_keys"]]
+        # written since 2026-12-03; a model from before has neither
+        categories = [(str(a), str(b), str(c)) for a, b, c in meta.get("categories", ())]
+        relative = [str(k) for k in meta.get("relative", ())]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TunexError(f"cannot read {_meta_path(path)} ({exc}); retrain the model") from None
     model = GBMRanker.load(path)
-    fe = FeatureExtractor(space, problem_keys, target_keys)
+    try:
+        fe = FeatureExtractor(space, problem_keys, target_keys, categories=categories,
+                              relative=relative)
+    except ValueError as exc:
+        raise TunexError(f"cannot read {_meta_path(path)} ({exc}); retrain the model") from None
     if space.size <= _ENUMERATE:
         cands = list(space)
     else:

@@ -1,5 +1,5 @@
-"""Resolution order of the decorator: in-process cache, database, packs, cost model, default;
-tuning on a miss when the mode says so."""
+"""Resolution order of the decorator: in-process cache, database, packs, cost model, the
+database's nearest tuned workload, default; tuning on a miss when the mode says so."""
 
 from __future__ import annotations
 
@@ -215,6 +215,10 @@ class ResolutionMixin:
         default = self.default_config(space)
         if mode == "on_miss":
             return None, "", "", {"seeds": [default, *seeds]}
+        if mode == "never" and db is not None:
+            near = self._nearest_tuned(workload, space, db)
+            if near is not None:
+                return near[0], "db", near[1], {}
         why = "no database row, pack or cost model for this workload"
         if mode == "pinned":
             why = "pinned: no database row or pack for this workload"
@@ -242,6 +246,32 @@ class ResolutionMixin:
                         "hash %s, this one is %s); they are not used: re-tune and export a new "
                         "pack", self.name, p.label, ",".join(sorted(hashes)), self.kernel_hash)
         return match
+
+    def _nearest_tuned(self, workload: Workload, space: Space,
+                       db: Any) -> tuple[Config, str] | None:
+        """The best config of the database's nearest other workload of this kernel, ranked as
+        a pack's entries are (same source, same device or architecture, nearest problem in
+        log2), that is valid here; the workloads are ranked first, so only the trials of the
+        one picked are read."""
+        from tunex.db.packs import Pack, PackEntry, resolve
+        from tunex.trial import Measurement, Status
+
+        try:
+            others = [w for w in db.workloads(kernel=self.name) if w != workload]
+            stand_in = Measurement(self.default_config(space), Status.OK, (1.0,))
+            while others:
+                entries = tuple(PackEntry.from_measurement(w, stand_in, 0) for w in others)
+                match = resolve([Pack("database", "", entries)], workload)
+                if match is None:
+                    return None
+                best = best_in(db, match.entry.workload, space)
+                if best is not None:
+                    why = match.reason.removeprefix(f"pack {match.pack.label} ")
+                    return best.config, f"nearest tuned workload in {db!r}: {why}"
+                others.remove(match.entry.workload)  # nothing of it is valid here
+        except DatabaseError as exc:
+            R.db_error(exc)
+        return None
 
     # -- cost model ----------------------------------------------------------------------------
 

@@ -54,8 +54,10 @@ class Selection:
         workload: the workload (kernel, source hash, bucketed key, device fingerprint).
         config: the config picked (tunex :class:`~tunex.trial.Config`: meta-parameters plus
             ``num_warps``/``num_stages``).
-        source: ``"cache"`` (same bucket as an earlier call in this process), ``"db"``,
-            ``"pack"``, ``"model"`` (cost-model prediction), ``"default"``, or ``"tuned"``.
+        source: ``"cache"`` (same bucket as an earlier call in this process), ``"db"`` (this
+            workload's best in the database or, in ``"never"`` mode, its nearest tuned
+            workload's: ``reason`` says which), ``"pack"``, ``"model"`` (cost-model
+            prediction), ``"default"``, or ``"tuned"``.
         reason: one line, e.g. ``"tuned 40 trials in 12.3 s, 1.23x over default"`` or
             ``"pack mylib-1.2 exact device"``.
         mode: the mode in force (``"never"``, ``"on_miss"``, ``"pinned"``).
