@@ -715,8 +715,12 @@ def test_cost_model_prediction(db_path: Path, tmp_path: Path) -> None:
     path = tuner.train_model()
     assert path == db_path.parent / "tunex-models" / "add_kernel.json" and path.exists()
     k = tunex.autotune(space=space, key=["n"], db=str(db_path))(jit(add_kernel))
-    call_add(k, 500)
-    assert k.last.source == "model" and k.last.config["BLOCK"] == 64
+    call_add(k, 500)  # the nearest tuned shape (n=400) comes before the model
+    assert k.last.source == "db" and "nearest tuned workload" in k.last.reason
+    elsewhere = tunex.autotune(space=space, key=["n"], db=str(tmp_path / "empty.db"),
+                               model=path)(jit(add_kernel))
+    call_add(elsewhere, 500)  # no tuned shape: the model, trained where shapes were tuned
+    assert elsewhere.last.source == "model" and elsewhere.last.config["BLOCK"] == 64
     p = tunex.autotune(space=space, key=["n"], db=str(db_path), mode="pinned")(jit(add_kernel))
     call_add(p, 500)
     assert p.last.source == "default"  # pinned never predicts

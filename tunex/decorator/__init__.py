@@ -36,11 +36,11 @@ find what ``tunex search KERNEL --target triton_gpu`` recorded on the same devic
 - ``"never"`` (default): never tune at runtime. A new workload resolves, in order, from the
   in-process cache (same bucket as an earlier call), the database (its best config for this
   exact workload), the loaded config packs (exact device, then same architecture, then nearest
-  bucket), the kernel's cost model when one was trained (:meth:`Autotuned.train_model`), the
-  best config of the database's nearest tuned workload (same kernel source, same device or
-  architecture, nearest problem in log2, as a pack's nearest bucket), and last the kernel's
-  default config (``default=``, else the space's default, else the first
-  ``triton.Config``).
+  bucket), the best config of the database's nearest tuned workload (same kernel source, same
+  device or architecture, nearest problem in log2, as a pack's nearest bucket: leave-one-out
+  nearer the best than the cost model's pick, benchmarks/RESULTS.md), the kernel's cost model
+  when one was trained (:meth:`Autotuned.train_model`), and last the kernel's default config
+  (``default=``, else the space's default, else the first ``triton.Config``).
 - ``"on_miss"``: as above for the database and for packs of the exact device and bucket;
   otherwise tune now, within ``budget``, on the call's own arguments, with the loop of
   ``tunex search`` (:class:`tunex.tuner.Tuner`): the default config, the nearest pack config,

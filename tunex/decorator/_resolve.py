@@ -1,5 +1,5 @@
-"""Resolution order of the decorator: in-process cache, database, packs, cost model, the
-database's nearest tuned workload, default; tuning on a miss when the mode says so."""
+"""Resolution order of the decorator: in-process cache, database, packs, the database's
+nearest tuned workload, cost model, default; tuning on a miss when the mode says so."""
 
 from __future__ import annotations
 
@@ -206,6 +206,10 @@ class ResolutionMixin:
                 return match.config, "pack", match.reason, {"time_ms": match.entry.median_ms
                                                             if match.tier == "exact" else None}
             seeds.append(match.config)
+        if mode == "never" and db is not None:  # before the model: nearer the best
+            near = self._nearest_tuned(workload, space, db)  # (benchmarks/predict_unseen.py)
+            if near is not None:
+                return near[0], "db", near[1], {}
         if mode != "pinned" and model:
             picked = self._model_pick(workload, space, db)
             if picked is not None:
@@ -215,10 +219,6 @@ class ResolutionMixin:
         default = self.default_config(space)
         if mode == "on_miss":
             return None, "", "", {"seeds": [default, *seeds]}
-        if mode == "never" and db is not None:
-            near = self._nearest_tuned(workload, space, db)
-            if near is not None:
-                return near[0], "db", near[1], {}
         why = "no database row, pack or cost model for this workload"
         if mode == "pinned":
             why = "pinned: no database row or pack for this workload"

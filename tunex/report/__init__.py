@@ -193,13 +193,13 @@ def _decision(r: WorkloadReport) -> str:
                      "</code> give, and where <code>@tunex.autotune</code> takes its config "
                      "from for this workload in every mode: it looks in the database first, "
                      "and only a workload without a successful trial there falls back to "
-                     "config packs, then the cost model's pick, then the nearest tuned "
-                     "shape's best config, then the default config.")
+                     "config packs, then the nearest tuned shape's best config, then the "
+                     "cost model's pick, then the default config.")
     else:
         lines.append(f"No {'successful ' if r.trials else ''}trial: <code>@tunex.autotune"
                      "</code> falls back to config "
-                     "packs, then the cost model's pick, then the nearest tuned shape's best "
-                     "config, then the kernel's default config.")
+                     "packs, then the nearest tuned shape's best config, then the cost "
+                     "model's pick, then the kernel's default config.")
     if r.decisions:
         lines.append("Its decisions for this workload are listed below.")
     elif r.by_decorator:
