@@ -99,8 +99,9 @@ def test_warm_start_proposes_the_siblings_best_first():
     best_b = [m.config for m in sorted(trials[:30], key=lambda m: m.value)[:2]]
     st = get_strategy("model", s, seed=0)
     st.warm_start([(w_a, trials), (w_b, trials[:30])], current=here)
-    expected = list(dict.fromkeys([best_a[0], best_b[0], best_a[1], best_b[1]]))
-    assert st.ask(len(expected)) == expected  # each sibling's best, then each one's second
+    # each sibling's best, the nearer problem's (n=2) first, then each one's second
+    expected = list(dict.fromkeys([best_b[0], best_a[0], best_b[1], best_a[1]]))
+    assert st.ask(len(expected)) == expected
 
 
 def test_a_sibling_whose_top_is_flat_is_left_out_of_the_warm_start():
@@ -138,11 +139,11 @@ def test_similar_seed_order_starts_from_the_nearest_sibling():
     given = [(other, pool[:30]), (far, pool[30:60]), (near, pool[60:])]
     trials = [(w, [Measurement(c, Status.OK, (smooth(c),)) for c in cs]) for w, cs in given]
     best = {w: min(ms, key=lambda m: m.value).config for w, ms in trials}
-    st = ModelSearch(s, seed=0, seed_configs=1, seed_order="similar")
+    st = ModelSearch(s, seed=0, seed_configs=1)  # seed_order="similar", the default
     st.warm_start(trials, current=here)
     # the same device before another; among those, the closer problem (log2 of each size)
     assert st.ask(3) == [best[near], best[far], best[other]]
-    plain = ModelSearch(s, seed=0, seed_configs=1)
+    plain = ModelSearch(s, seed=0, seed_configs=1, seed_order="given")
     plain.warm_start(trials, current=here)
     assert plain.ask(3) == [best[other], best[far], best[near]]  # as given
     with pytest.raises(ValueError, match="seed_order"):
