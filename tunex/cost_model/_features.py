@@ -123,7 +123,7 @@ class FeatureExtractor:
         problems = [flatten(w.problem) for w in workloads]
         targets = [flatten(w.target) for w in workloads]
         sizes = numeric_keys(problems)
-        varying = [k for k in sizes if all(_num(m[k]) > 0 for m in problems)  # type: ignore
+        varying = [k for k in sizes if all((_num(m[k]) or 0) > 0 for m in problems)
                    and len({_num(m[k]) for m in problems}) > 1] if relative else []
         return cls(space, sizes, numeric_keys(targets), fact_keys, interactions,
                    categories("problem", problems) + categories("target", targets), varying)
@@ -135,12 +135,14 @@ class FeatureExtractor:
         L[:, raw] = np.log2(L[:, raw])
         return L
 
-    def _derived(self, X: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    def _derived(self, X: np.ndarray, L: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, list[str]]:
+        """Pairwise log2 products; ``L``: :meth:`_log2` of ``X`` where already computed."""
         if not self.interactions or not self._logcols:
             return np.empty((len(X), 0)), []
         names = self.space.feature_names
         cols = self._logcols
-        L = self._log2(X)
+        L = self._log2(X) if L is None else L
         parts = [L]
         labels = [f"log2({names[c]})" for c in cols]
         for i in range(len(cols)):
@@ -149,15 +151,15 @@ class FeatureExtractor:
                 labels.append(f"log2({names[cols[i]]}*{names[cols[j]]})")
         return np.hstack(parts), labels
 
-    def _relative(self, X: np.ndarray, workload: Workload | None) -> np.ndarray:
-        """``log2(param / size)`` for each log-scaled parameter and each ``relative`` size."""
+    def _relative(self, L: np.ndarray, workload: Workload | None) -> np.ndarray:
+        """``log2(param / size)`` for each log-scaled parameter (``L``: :meth:`_log2`) and
+        each ``relative`` size."""
         if not self.relative or not self._logcols:
-            return np.empty((len(X), 0))
-        L = self._log2(X)
+            return np.empty((len(L), 0))
         problem = flatten(workload.problem) if workload else {}
         sizes = [_num(problem.get(k)) for k in self.relative]
         logs = np.array([math.log2(v) if v is not None and v > 0 else math.nan for v in sizes])
-        return (L[:, :, None] - logs[None, None, :]).reshape(len(X), -1)
+        return (L[:, :, None] - logs[None, None, :]).reshape(len(L), -1)
 
     @property
     def feature_names(self) -> list[str]:
@@ -190,8 +192,9 @@ class FeatureExtractor:
     def transform(self, configs: Sequence[Config], workload: Workload | None = None,
                   facts: Sequence[Mapping[str, Any]] | None = None) -> np.ndarray:
         X = self.space.encode(configs)
+        L = self._log2(X)  # shared by the pairwise products and the relative sizes
         ctx = self.context(workload)
-        parts = [X, self._derived(X)[0], np.broadcast_to(ctx, (len(configs), ctx.size))]
+        parts = [X, self._derived(X, L)[0], np.broadcast_to(ctx, (len(configs), ctx.size))]
         if self.fact_keys:
             F = np.full((len(configs), len(self.fact_keys)), math.nan)
             for i, f in enumerate(facts or ()):
@@ -200,5 +203,5 @@ class FeatureExtractor:
                     if v is not None:
                         F[i, j] = v
             parts.append(F)
-        parts.append(self._relative(X, workload))
+        parts.append(self._relative(L, workload))
         return np.hstack(parts)
