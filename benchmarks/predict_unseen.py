@@ -40,8 +40,7 @@ sys.path.insert(0, str(HERE))
 
 from search_efficiency import LOO_DATA, loo_spaces  # noqa: E402
 
-from tunex.cost_model import flatten  # noqa: E402
-from tunex.db.packs import Pack, PackEntry, resolve  # noqa: E402
+from tunex.db.packs import rank_workloads  # noqa: E402
 from tunex.decorator._model import predict_best, train  # noqa: E402
 from tunex.targets.replay import ReplayTarget  # noqa: E402
 from tunex.trial import Measurement, Status, Workload  # noqa: E402
@@ -91,21 +90,21 @@ def held_out(space: str, family: list[tuple[str, Path]], n: int | None, seed: in
                      relative=relative)
         config, _why = predict_best(path, here.space, here.workload(), seed)
         out[name] = score(here, config, best)
-    # the decorator's fallback (``_nearest_tuned``): each sibling's best as a pack entry,
-    # resolved as a pack's nearest bucket; as the decorator's workloads would be: one kernel
-    # source (the recordings' own hashes set aside), a problem of numbers, and an architecture
-    # (the device name: a recorded device's is not known), so only the same device's count
+    # the decorator's fallback (``_nearest_tuned``): the siblings ranked as a pack's entries
+    # are (``rank_workloads``), the first with a valid config gives its best; as the
+    # decorator's workloads would be: one kernel source (the recordings' own hashes set
+    # aside) and an architecture (the device name: a recorded device's is not known), so
+    # only the same device's count
     def decorated(w: Workload) -> Workload:
-        return replace(w, kernel_hash="", problem=flatten(w.problem),
-                       target={**w.target, "arch": str(w.target.get("device"))})
+        return replace(w, kernel_hash="", target={**w.target, "arch": str(w.target.get("device"))})
 
-    entries = []
+    best_of = {}
     for w, ms in rows:
         ok = sorted((m for m in ms if m.ok and m.config in here.space), key=lambda m: m.value)
         if ok:
-            entries.append(PackEntry.from_measurement(decorated(w), ok[0], 0))
-    match = resolve([Pack("database", "", tuple(entries))], decorated(here.workload()))
-    out["nearest tuned shape's best"] = score(here, match.config, best) if match else None
+            best_of[decorated(w)] = ok[0].config
+    ranked = rank_workloads(best_of, decorated(here.workload()))
+    out["nearest tuned shape's best"] = score(here, best_of[ranked[0][0]], best) if ranked else None
     out["random config (mean)"] = float(np.mean([score(here, c, best) for c in here.space]))
     return out
 

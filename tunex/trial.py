@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["Artifact", "Config", "Measurement", "Status", "Workload", "canonical_json"]
+__all__ = ["Artifact", "Config", "Measurement", "Status", "Workload", "canonical_json", "flatten"]
 
 
 def _jsonable(value: Any) -> Any:
@@ -36,6 +36,18 @@ def _jsonable(value: Any) -> Any:
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no whitespace: equal values give equal strings."""
     return json.dumps(_jsonable(value), sort_keys=True, separators=(",", ":"))
+
+
+def flatten(m: Mapping[str, Any]) -> dict[str, Any]:
+    """A mapping with its list and tuple values spread out as ``key[i]`` (a problem size
+    recorded as ``[M, N, K]`` becomes three numbers that shapes can be compared by)."""
+    out: dict[str, Any] = {}
+    for k, v in m.items():
+        if isinstance(v, (list, tuple)):
+            out.update({f"{k}[{i}]": x for i, x in enumerate(v)})
+        else:
+            out[k] = v
+    return out
 
 
 def config_value(value: Any) -> Any:

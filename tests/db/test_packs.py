@@ -18,6 +18,7 @@ from tunex.db.packs import (
     export_pack,
     import_pack,
     load_pack,
+    rank_workloads,
     resolve,
     target_arch,
 )
@@ -334,6 +335,30 @@ def test_resolution_prefers_same_triton() -> None:
     assert m is not None and m.config["BLOCK"] == 2
     m = make_pack((wl(1024, old), 1)).resolve(wl(1024, H200))
     assert m is not None and "Triton 3.5.0" in m.reason
+
+
+def test_a_recorded_problem_size_list_is_compared_element_by_element() -> None:
+    def rec(*size: int) -> Workload:
+        return Workload("matmul", "", {"problem_size": list(size)}, H200)
+
+    pack = make_pack((rec(4096, 4096, 4096), 1), (rec(1024, 1024, 512), 2),
+                     (rec(1024, 1024), 3))  # a list of another length: not comparable
+    m = pack.resolve(rec(1024, 1024, 1024))
+    assert m is not None and m.config["BLOCK"] == 2 and m.tier == "nearest"
+    assert m.distance == pytest.approx(1.0) and "problem_size=[1024, 1024, 512]" in m.reason
+    assert make_pack((rec(1024, 1024), 3)).resolve(rec(1024, 1024, 1024)) is None
+
+
+def test_rank_workloads_orders_as_resolution_does() -> None:
+    tuned = [wl(8192, H200), wl(1024, A100), wl(2048, H100), wl(512, H200), wl(1024, H100)]
+    ranked = rank_workloads(tuned, wl(1024, H200))
+    assert [(w.problem["M"], w.target["device"]) for w, _ in ranked] == [
+        (1024, H100["device"]), (512, H200["device"]), (2048, H100["device"]),
+        (8192, H200["device"])]  # A100: another architecture, never used
+    assert [n.tier for _, n in ranked] == ["arch", "nearest", "nearest", "nearest"]
+    first = make_pack(*((w, i) for i, w in enumerate(tuned))).resolve(wl(1024, H200))
+    assert first is not None and first.entry.workload == ranked[0][0]
+    assert first.reason == f"pack p-1 {ranked[0][1].reason}"
 
 
 @pytest.mark.parametrize("target, arch", [

@@ -10,21 +10,9 @@ from typing import Any
 import numpy as np
 
 from tunex.space import Pow2, Space
-from tunex.trial import Config, Workload
+from tunex.trial import Config, Workload, flatten
 
 __all__ = ["FeatureExtractor", "flatten"]
-
-
-def flatten(m: Mapping[str, Any]) -> dict[str, Any]:
-    """A mapping with its list and tuple values spread out as ``key[i]`` (a problem size
-    recorded as ``[M, N, K]`` becomes three numbers a model can relate shapes by)."""
-    out: dict[str, Any] = {}
-    for k, v in m.items():
-        if isinstance(v, (list, tuple)):
-            out.update({f"{k}[{i}]": x for i, x in enumerate(v)})
-        else:
-            out[k] = v
-    return out
 
 
 def _num(v: Any) -> float | None:

@@ -68,13 +68,14 @@ from pathlib import Path
 from typing import Any
 
 from tunex.errors import PackError
-from tunex.trial import Config, Measurement, Status, Workload, canonical_json
+from tunex.trial import Config, Measurement, Status, Workload, canonical_json, flatten
 
 __all__ = [
     "PACK_FORMAT",
     "PACK_SCHEMA",
     "Pack",
     "PackEntry",
+    "Nearness",
     "PackMatch",
     "TRUSTED_KEYS_ENV",
     "export_pack",
@@ -83,6 +84,8 @@ __all__ = [
     "load_pack",
     "sign_pack",
     "trusted_keys",
+    "nearness",
+    "rank_workloads",
     "resolve",
     "target_arch",
     "target_device",
@@ -329,8 +332,10 @@ class Pack:
 
 
 def _problem_distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
-    """Sum of |log2 x - log2 y| over numeric entries; inf when the problems are not comparable
-    (other keys, or a non-numeric value that differs)."""
+    """Sum of |log2 x - log2 y| over numeric entries (a list such as a recorded
+    ``problem_size: [M, N, K]`` element by element); inf when the problems are not comparable
+    (other keys or list lengths, or a non-numeric value that differs)."""
+    a, b = flatten(a), flatten(b)
     if a.keys() != b.keys():
         return math.inf
     d = 0.0
@@ -347,49 +352,80 @@ def _problem_distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
     return d
 
 
+@dataclass(frozen=True)
+class Nearness:
+    """How a tuned workload stands to the one asking (see the module docs for the order).
+
+    Attributes:
+        rank: sort key, smaller is better (exact bucket first, then device tier, distance,
+            device tier again at equal distance, toolchain).
+        tier: ``"exact"``, ``"arch"`` or ``"nearest"``.
+        distance: log2 distance between the problems (0 for an exact bucket).
+        reason: why, e.g. ``"exact device"`` or ``"nearest bucket M=1024 (log2 distance 1),
+            exact device"``.
+    """
+
+    rank: tuple[Any, ...]
+    tier: str
+    distance: float
+    reason: str
+
+
+def nearness(tuned: Workload, workload: Workload) -> Nearness | None:
+    """How well the configs tuned for ``tuned`` stand in for ``workload``: None when they
+    never do (another kernel or source, another architecture, an incomparable problem)."""
+    if tuned.kernel != workload.kernel:
+        return None
+    if workload.kernel_hash and tuned.kernel_hash and tuned.kernel_hash != workload.kernel_hash:
+        return None
+    want_dev, want_arch = target_device(workload.target), target_arch(workload.target)
+    if want_arch is None and want_dev is None:
+        if dict(tuned.target) != dict(workload.target):
+            return None
+        dev_tier = 0
+    else:
+        if target_arch(tuned.target) != want_arch:
+            return None
+        dev_tier = 0 if target_device(tuned.target) == want_dev else 1
+    dist = _problem_distance(tuned.problem, workload.problem)
+    if math.isinf(dist):
+        return None
+    toolchain = 0 if _toolchain(tuned.target) == _toolchain(workload.target) else 1
+    where = ("exact device" if dev_tier == 0 else
+             f"same arch {target_arch(tuned.target)} (tuned on {target_device(tuned.target)})")
+    if dist == 0:
+        tier, reason = ("exact" if dev_tier == 0 else "arch"), where
+    else:
+        near = ",".join(f"{k}={v}" for k, v in tuned.problem.items()
+                        if workload.problem.get(k) != v)
+        tier, reason = "nearest", f"nearest bucket {near} (log2 distance {dist:.3g}), {where}"
+    if toolchain:
+        reason += f", Triton {_toolchain(tuned.target)}"
+    rank = (dist > 0, dev_tier if dist == 0 else 0, dist, dev_tier, toolchain)
+    return Nearness(rank, tier, dist, reason)
+
+
+def rank_workloads(tuned: Iterable[Workload], workload: Workload
+                   ) -> list[tuple[Workload, Nearness]]:
+    """The workloads of ``tuned`` whose configs may stand in for ``workload``, best first
+    (the order :func:`resolve` uses; ties keep the given order)."""
+    out = [(w, n) for w in tuned if (n := nearness(w, workload)) is not None]
+    out.sort(key=lambda wn: wn[1].rank)  # stable
+    return out
+
+
 def resolve(packs: Sequence[Pack], workload: Workload) -> PackMatch | None:
     """The best entry over ``packs`` for ``workload``, or None (see the module docs)."""
-    want_dev, want_arch = target_device(workload.target), target_arch(workload.target)
     best: tuple[tuple[Any, ...], PackMatch] | None = None
     for pi, pack in enumerate(packs):
         for ei, e in enumerate(pack.entries):
-            w = e.workload
-            if w.kernel != workload.kernel:
+            n = nearness(e.workload, workload)
+            if n is None:
                 continue
-            if workload.kernel_hash and w.kernel_hash and w.kernel_hash != workload.kernel_hash:
-                continue
-            if want_arch is None and want_dev is None:
-                if dict(w.target) != dict(workload.target):
-                    continue
-                dev_tier = 0
-            else:
-                arch = target_arch(w.target)
-                if arch != want_arch:
-                    continue
-                dev_tier = 0 if target_device(w.target) == want_dev else 1
-            dist = _problem_distance(w.problem, workload.problem)
-            if math.isinf(dist):
-                continue
-            toolchain = 0 if _toolchain(w.target) == _toolchain(workload.target) else 1
-            rank = (dist > 0, dev_tier if dist == 0 else 0, dist, dev_tier, toolchain, pi, ei)
-            if best is not None and rank >= best[0]:
-                continue
-            if dist == 0:
-                tier = "exact" if dev_tier == 0 else "arch"
-            else:
-                tier = "nearest"
-            where = ("exact device" if dev_tier == 0 else
-                     f"same arch {target_arch(w.target)} (tuned on {target_device(w.target)})")
-            if tier == "nearest":
-                near = ",".join(f"{k}={v}" for k, v in w.problem.items()
-                                if workload.problem.get(k) != v)
-                reason = (f"pack {pack.label} nearest bucket {near} (log2 distance "
-                          f"{dist:.3g}), {where}")
-            else:
-                reason = f"pack {pack.label} {where}"
-            if toolchain:
-                reason += f", Triton {_toolchain(w.target)}"
-            best = (rank, PackMatch(pack, e, tier, dist, reason))
+            rank = (*n.rank, pi, ei)
+            if best is None or rank < best[0]:
+                best = (rank, PackMatch(pack, e, n.tier, n.distance,
+                                        f"pack {pack.label} {n.reason}"))
     return None if best is None else best[1]
 
 

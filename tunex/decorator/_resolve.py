@@ -252,23 +252,15 @@ class ResolutionMixin:
         """The best config of the database's nearest other workload of this kernel, ranked as
         a pack's entries are (same source, same device or architecture, nearest problem in
         log2), that is valid here; the workloads are ranked first, so only the trials of the
-        one picked are read."""
-        from tunex.db.packs import Pack, PackEntry, resolve
-        from tunex.trial import Measurement, Status
+        ones tried are read."""
+        from tunex.db.packs import rank_workloads
 
         try:
             others = [w for w in db.workloads(kernel=self.name) if w != workload]
-            stand_in = Measurement(self.default_config(space), Status.OK, (1.0,))
-            while others:
-                entries = tuple(PackEntry.from_measurement(w, stand_in, 0) for w in others)
-                match = resolve([Pack("database", "", entries)], workload)
-                if match is None:
-                    return None
-                best = best_in(db, match.entry.workload, space)
-                if best is not None:
-                    why = match.reason.removeprefix(f"pack {match.pack.label} ")
-                    return best.config, f"nearest tuned workload in {db!r}: {why}"
-                others.remove(match.entry.workload)  # nothing of it is valid here
+            for w, near in rank_workloads(others, workload):
+                best = best_in(db, w, space)
+                if best is not None:  # else nothing of it is valid here: the next one
+                    return best.config, f"nearest tuned workload in {db!r}: {near.reason}"
         except DatabaseError as exc:
             R.db_error(exc)
         return None
