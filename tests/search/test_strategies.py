@@ -45,6 +45,22 @@ def test_registry_lists_and_rejects():
         get_strategy("optuna:nope", space())
 
 
+def test_a_strategy_that_cannot_be_imported_names_the_missing_package(monkeypatch, tmp_path):
+    from tunex.search import _base
+
+    (tmp_path / "needs_extra.py").write_text("import no_such_extra_pkg\n")
+    (tmp_path / "broken_inside.py").write_text("from tunex.trial import no_such_name\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(_base._REGISTRY, "x-extra", "needs_extra:S")
+    monkeypatch.setitem(_base._REGISTRY, "x-broken", "broken_inside:S")
+    with pytest.raises(StrategyError, match="pip install no_such_extra_pkg"):
+        get_strategy("x-extra", space())
+    # an import that fails inside tunex is a broken install, not a package to pip install
+    with pytest.raises(StrategyError, match="install is incomplete") as err:
+        get_strategy("x-broken", space())
+    assert "pip install tunex.trial" not in str(err.value)
+
+
 @pytest.mark.parametrize("spec", SPECS)
 def test_conformance_valid_fresh_batches(spec):
     s = space()

@@ -147,8 +147,14 @@ def _resolve(name: str) -> type[SearchStrategy]:
         try:
             entry = getattr(importlib.import_module(module), attr)
         except ImportError as e:
+            top = (e.name or "").partition(".")[0]
+            if not top or top == "tunex":  # tunex itself is broken, not a missing extra
+                raise StrategyError(
+                    f"strategy {name!r} cannot be loaded ({e}): the tunex install is "
+                    "incomplete or mixed; reinstall it (pip install --force-reinstall tunex)"
+                ) from e
             raise StrategyError(
-                f"strategy {name!r} needs the package {e.name!r}: pip install {e.name}"
+                f"strategy {name!r} needs the package {top!r}: pip install {top}"
             ) from e
     assert isinstance(entry, type)
     return entry
