@@ -752,6 +752,22 @@ def test_export_csv(db: Database, tmp_path: Path) -> None:
     assert len(buffer.getvalue().strip().splitlines()) == 2
 
 
+def test_export_csv_keeps_text_that_looks_like_a_formula_text(tmp_path: Path) -> None:
+    db = Database(tmp_path / "t.db")
+    w = Workload("=HYPERLINK(\"http://x\")", "h", {"n": 1}, {"device": "cpu"})
+    m = Measurement(Config(flag="@SUM(A1)", opt="-O3", n=-2), Status.COMPILE_ERROR,
+                    error="+cmd|' /C calc'!A0")
+    db.record(w, m)
+    path = tmp_path / "out.csv"
+    assert db.export(path) == 1
+    with open(path, newline="") as f:
+        row = next(csv.DictReader(f))
+    assert row["kernel"] == "'=HYPERLINK(\"http://x\")" and row["flag"] == "'@SUM(A1)"
+    assert row["opt"] == "'-O3" and row["error"] == "'+cmd|' /C calc'!A0"
+    assert row["n"] == "-2"  # a number is a number
+    assert db.export_rows()[0]["kernel"] == w.kernel  # only the CSV cell is escaped
+
+
 @pytest.mark.parametrize("fmt", ["json", "jsonl"])
 def test_export_import_round_trip(tmp_path: Path, fmt: str) -> None:
     src = Database(tmp_path / "src.db")

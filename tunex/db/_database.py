@@ -166,7 +166,9 @@ class Database(Records):
         Args:
             path_or_file: a path, or a text file opened for writing.
             format: ``"csv"`` (the rows of :meth:`export_rows`; tuples and dicts as JSON
-                text, None as an empty cell), ``"json"`` (a list of objects) or ``"jsonl"``
+                text, None as an empty cell, text that a spreadsheet would run as a formula, such as
+                ``=HYPERLINK(...)`` or ``-2+3``, behind an apostrophe), ``"json"`` (a list of
+                objects) or ``"jsonl"``
                 (one object per line). The JSON objects hold the keys of :meth:`export_rows`
                 plus ``config``, ``times_ms``, ``facts``, ``workload_spec`` and ``recorded_at``,
                 so :meth:`import_trials` can rebuild every trial exactly; a workload's first
@@ -396,11 +398,17 @@ def _strict(value: Any) -> Any:
     return value
 
 
+#: What a spreadsheet reads as the start of a formula (OWASP's list for CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_cell(value: Any) -> Any:
     if value is None:
         return ""
     if isinstance(value, (tuple, list, dict)):
         return canonical_json(value)
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value  # text stays text: a kernel name or error is never run as a formula
     return value
 
 
