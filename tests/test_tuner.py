@@ -217,6 +217,30 @@ def test_noisy_target_remeasures_close_leaders(tmp_path):
     assert strategies.count("remeasure") == 4 and strategies.count("model") == 36
 
 
+class _SlowReplay(ReplayTarget):
+    """A replay whose every measurement takes ``delay`` seconds, as hardware would."""
+
+    delay = 0.15
+
+    def measure(self, artifact):
+        time.sleep(self.delay)
+        return super().measure(artifact)
+
+
+def test_remeasures_fit_inside_a_time_budget(tmp_path):
+    """The close leaders were remeasured after the time budget ran out: up to 4 trials past
+    it. Their share of the budget is now kept aside (the run's median trial each)."""
+    t = _SlowReplay(recorded("dedispersion/A100.json.gz"), noisy=True, seed=0)
+    with Database(tmp_path / "r.db") as db:
+        res = Tuner(t, t.space, db=db, strategy="random", seed=0, budget="2s",
+                    remeasure=4).run()
+        rows = db.export_rows(t.workload())
+    assert res.stopped == "time budget"
+    assert res.seconds <= 2.0 + t.delay  # at most one trial's start before the end, not four
+    assert [r["strategy"] for r in rows].count("remeasure") >= 2
+    assert [r["strategy"] for r in rows].count("random") >= 5
+
+
 def test_transfer_warm_start_from_other_workloads(tmp_path):
     src = ReplayTarget(recorded("convolution/A4000.json.gz"))
     dst = ReplayTarget(recorded("convolution/A100.json.gz"))

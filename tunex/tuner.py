@@ -12,6 +12,7 @@ import logging
 import math
 import numbers
 import re
+import statistics
 import sys
 import threading
 import time
@@ -245,14 +246,16 @@ class Tuner:
         absorbed = reclaimed = 0.0
         first = [c for c in self.first if c not in done]
         idle = 0  # proposals answered from the record since the last trial
+        sent: dict[Config, float] = {}  # when each running trial was submitted
+        latency: list[float] = []  # seconds from submit to result of this run's trials
 
         try:
             while True:
                 if self._stop.is_set():
                     raise KeyboardInterrupt
                 if self.budget.seconds is not None and (
-                        time.monotonic() - start >= self.budget.seconds):
-                    stopped = "time budget"
+                        time.monotonic() - start >= self.budget.seconds - _kept(reserve, latency)):
+                    stopped = "time budget"  # (the remeasures' share of it kept aside)
                     break
                 if self.patience is not None and count - last_gain >= self.patience:
                     stopped = f"no improvement in {self.patience} trials"
@@ -274,6 +277,7 @@ class Tuner:
                         for c in left:
                             if c.key in got.granted:
                                 elsewhere.discard(c)
+                                sent[c] = time.monotonic()
                                 running[self.executor.submit(self.workload, c)] = c
                 room = math.inf if limit is None else (0 if full else limit - used)
                 # a trial built and waiting for a device holds no build worker: start the
@@ -308,6 +312,7 @@ class Tuner:
                         granted = set(got.granted)
                         for c in fresh:
                             if c.key in granted:
+                                sent[c] = time.monotonic()  # (an inline submit runs it)
                                 running[self.executor.submit(self.workload, c)] = c
                             else:
                                 elsewhere.add(c)
@@ -326,13 +331,16 @@ class Tuner:
                     break
                 timeout = None
                 if self.budget.seconds is not None:
-                    timeout = max(0.0, self.budget.seconds - (time.monotonic() - start))
+                    timeout = max(0.0, self.budget.seconds - _kept(reserve, latency)
+                                  - (time.monotonic() - start))
                 finished = self.executor.wait(list(running), timeout)
                 # the trials that ended first, then an error of the target that stops the search
                 for fut in sorted(finished, key=lambda f: f.exception() is not None):
                     running.pop(fut)
                     idle = 0
                     m = fut.result()
+                    if m.config in sent:
+                        latency.append(time.monotonic() - sent.pop(m.config))
                     if m.config in seeded:  # why it was tried: the report says so
                         m = replace(m, facts={**m.facts, "origin": "another workload's best"})
                     number = self.db.record(self.workload, m, strategy=self.strategy.name,
@@ -359,7 +367,9 @@ class Tuner:
                 claims.close()
         try:
             if reserve > 0 and stopped != "interrupted":
-                new += self._remeasure(reserve, claims)
+                deadline = (None if self.budget.seconds is None
+                            else start + self.budget.seconds)
+                new += self._remeasure(reserve, claims, deadline, latency)
         finally:
             claims.close()
         count = self.db.count(self.workload)
@@ -377,10 +387,13 @@ class Tuner:
     def _measured_elsewhere(self, configs: set[Config]) -> list[Measurement]:
         return [m for m in self.db.measurements(self.workload) if m.config in configs]
 
-    def _remeasure(self, n: int, claims: _Claims) -> int:
+    def _remeasure(self, n: int, claims: _Claims, deadline: float | None = None,
+                   latency: list[float] | None = None) -> int:
         """Measure the close leaders again so noise does not pick the winner; each repeat
         claims a slot of the trial budget first, so reruns and concurrent searches of a
-        finished workload add none. Returns how many were measured."""
+        finished workload add none, and under a time budget starts only while a trial as long
+        as the run's typical one (``latency``) ends before ``deadline``. Returns how many were
+        measured."""
         top = [m for m in self.db.top_k(self.workload, 16) if m.config in self.space][:4]
         if len(top) < 2:  # nothing to tell apart
             return 0
@@ -389,14 +402,27 @@ class Tuner:
             close = top[:2]
         slots = [f"remeasure:{claims.owner}:{i}" for i in range(n)]
         granted = claims.take(slots, self.budget.trials).granted
+        took = list(latency or [])
+        measured = 0
         for i, slot in enumerate(granted):
+            now = time.monotonic()
+            if deadline is not None and now + _kept(1, took) > deadline:
+                break  # the slots left are released with the other claims
             config = close[i % len(close)].config
             fut = self.executor.submit(self.workload, config)
             while not fut.done():
                 self.executor.wait([fut])
             again = fut.result()
+            took.append(time.monotonic() - now)
             self.db.record(self.workload, again, strategy="remeasure", claim=slot)
-        return len(granted)
+            measured += 1
+        return measured
+
+
+def _kept(n: int, took: list[float]) -> float:
+    """Seconds of a time budget kept for ``n`` remeasures: ``n`` times the median trial of the
+    run so far (submit to result), or nothing before any trial has ended."""
+    return n * statistics.median(took) if n and took else 0.0
 
 
 class _Claims:
