@@ -102,6 +102,21 @@ def test_search_arguments_that_would_run_nothing_are_errors(extra, says, tmp_pat
     assert not (tmp_path / "x.db").exists() or "--budget" in extra
 
 
+def test_a_replay_given_a_kernel_is_refused_before_its_recording_is_read(tmp_path, capsys,
+                                                                        monkeypatch):
+    """The refusal came after the recording was read: 10 s for one of 83,000 points."""
+    import tunex.targets
+
+    def read(spec):
+        raise AssertionError("the recording was read")
+
+    monkeypatch.setattr(tunex.targets, "make_target", read)
+    rc = main(["search", "matmul", "--target", f"replay:{RECORDED}", "--db",
+               str(tmp_path / "x.db"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "drop the kernel and --shape" in err and "Traceback" not in err
+
+
 def test_a_shape_naming_a_size_twice_is_refused():
     """`--shape M=4096,N=64,M=64` once tuned M=64 without a word about the first M."""
     from tunex.cli import _shape

@@ -127,6 +127,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             raise TunexError("name the target: --target triton_gpu, cpu, riscv-sim:x280, "
                              "replay:PATH ... (or --service to use a running tunex serve)")
         cls = target_class(args.target)
+        _replay_takes_no_problem(cls.name, args)  # before a recording of minutes is read
         inline = not on_ray and (args.workers == 0 or cls.name == "replay")
         if not on_ray and not inline:
             from tunex.cluster import prestart
@@ -135,9 +136,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             # builds the target and its space
             prestart(getattr(cls, "worker_imports", ()))
         target = make_target(args.target)
-    if target.name == "replay" and (args.shape or args.kernel):
-        raise TunexError("a replay target answers from its recorded space, whose problem is "
-                         "fixed: drop the kernel and --shape (they would be ignored)")
+    _replay_takes_no_problem(target.name, args)
     space, workload = target.prepare(_load_kernel(args.kernel), _shape(args.shape))
     executor: Any
     timeouts = _timeouts(args)
@@ -206,6 +205,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 _MAX_BATCH = 4096
+
+
+def _replay_takes_no_problem(target: str, args: argparse.Namespace) -> None:
+    if target == "replay" and (args.shape or args.kernel):
+        raise TunexError("a replay target answers from its recorded space, whose problem is "
+                         "fixed: drop the kernel and --shape (they would be ignored)")
 
 
 def _check_numbers(args: argparse.Namespace, workers_least: int,
