@@ -405,6 +405,55 @@ def test_the_decorators_build_pool_does_not_run_the_users_script_again(tmp_path,
     assert len(marks.read_text().split()) == (2 if import_main else 1)
 
 
+UNGUARDED = """
+import os, sys
+sys.path.insert(0, {root!r})
+with open({marks!r}, "a") as f:
+    f.write(str(os.getpid()) + "\\n")
+from tests._data import recorded
+from tunex import Tuner
+from tunex.cluster import LocalExecutor, LocalOptions
+from tunex.targets.replay import ReplayTarget
+
+class MyReplay(ReplayTarget):  # defined in the script: workers must import it to unpickle it
+    pass
+
+def run(t):
+    ex = LocalExecutor(t, LocalOptions(build_workers=1, measure_workers=1))
+    res = Tuner(t, t.space, executor=ex, budget="4trials", strategy="random", seed=0,
+                remeasure=0).run()
+    ex.close()
+    print(res.trials)
+
+{body}
+"""
+
+
+@pytest.mark.parametrize("body, runs", [
+    # no `if __name__ == "__main__":` guard, as in a quick script
+    ('run(ReplayTarget(recorded("pnpoly/RTX_2080_Ti.json.gz")))', 1),
+    # a target of the script's own: its workers import the script, so the guard is needed
+    ('if __name__ == "__main__":\n    run(MyReplay(recorded("pnpoly/RTX_2080_Ti.json.gz")))',
+     3),
+])
+def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path, body, runs):
+    """Such a script hung: each worker process imported it, ran it to the executor, died of
+    multiprocessing's bootstrapping error and was started again, forever. Now the workers
+    import the script only where the target is defined in it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    marks = tmp_path / "marks"
+    script = tmp_path / "quick.py"
+    root = str(Path(__file__).resolve().parents[2])
+    script.write_text(UNGUARDED.format(root=root, marks=str(marks), body=body))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "4", done.stderr[-2000:]
+    assert len(marks.read_text().split()) == runs  # the user's run (+ one per worker)
+
+
 class EnvBuilder:
     """Builds nothing: reports the worker's environment and what it had imported."""
 

@@ -12,6 +12,7 @@ import itertools
 import logging
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import signal
 import sys
@@ -446,6 +447,15 @@ def shared_build_pool() -> BuildPool:
         return _SHARED
 
 
+def _refers_to_main(obj: Any) -> bool:
+    """Whether pickling ``obj`` refers to the ``__main__`` module (a class or function the
+    user's script defines), so a worker process must import the script to unpickle it."""
+    try:
+        return b"__main__" in pickle.dumps(obj)
+    except Exception:  # not picklable: the worker's own error says so; import as before
+        return True
+
+
 class LocalExecutor(Executor):
     """Builds in a pool of worker processes, measures in one device process, overlapped.
 
@@ -465,11 +475,15 @@ class LocalExecutor(Executor):
             raise ValueError("LocalExecutor needs at least one build and one measure worker")
         self.slots = self.options.build_workers + n_measure
         self._key = f"local-{id(self)}"
+        # the workers import the user's script only where the target needs its names: a
+        # script that makes an executor without an `if __name__ == "__main__":` guard would
+        # otherwise start itself again in every worker, which dies and is restarted forever
+        main = _refers_to_main(target)
         self._pool = BuildPool(self.options.build_workers, timeout=self.options.build_timeout,
                                start_method=self.options.start_method,
-                               imports=target.worker_imports)
-        self._devices = [_Worker(ctx, target, "device" if n_measure == 1 else f"device{i}")
-                         for i in range(n_measure)]
+                               imports=target.worker_imports, import_main=main)
+        self._devices = [_Worker(ctx, target, "device" if n_measure == 1 else f"device{i}",
+                                 main) for i in range(n_measure)]
         self._measures: queue.Queue[Any] = queue.Queue()
         self._count_lock = threading.Lock()
         self._waiting = 0  # built, queued for a device
