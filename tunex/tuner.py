@@ -246,15 +246,19 @@ class Tuner:
         absorbed = reclaimed = 0.0
         first = [c for c in self.first if c not in done]
         idle = 0  # proposals answered from the record since the last trial
-        sent: dict[Config, float] = {}  # when each running trial was submitted
-        latency: list[float] = []  # seconds from submit to result of this run's trials
+        # seconds between this run's trials' results: what one more trial costs the budget
+        latency: list[float] = []
+        last_end: float | None = None
+
+        def kept() -> float:  # the remeasures' share of a time budget, at most a twentieth
+            return min(_kept(reserve, latency), 0.05 * (self.budget.seconds or 0.0))
 
         try:
             while True:
                 if self._stop.is_set():
                     raise KeyboardInterrupt
                 if self.budget.seconds is not None and (
-                        time.monotonic() - start >= self.budget.seconds - _kept(reserve, latency)):
+                        time.monotonic() - start >= self.budget.seconds - kept()):
                     stopped = "time budget"  # (the remeasures' share of it kept aside)
                     break
                 if self.patience is not None and count - last_gain >= self.patience:
@@ -277,7 +281,6 @@ class Tuner:
                         for c in left:
                             if c.key in got.granted:
                                 elsewhere.discard(c)
-                                sent[c] = time.monotonic()
                                 running[self.executor.submit(self.workload, c)] = c
                 room = math.inf if limit is None else (0 if full else limit - used)
                 # a trial built and waiting for a device holds no build worker: start the
@@ -312,7 +315,6 @@ class Tuner:
                         granted = set(got.granted)
                         for c in fresh:
                             if c.key in granted:
-                                sent[c] = time.monotonic()  # (an inline submit runs it)
                                 running[self.executor.submit(self.workload, c)] = c
                             else:
                                 elsewhere.add(c)
@@ -331,7 +333,7 @@ class Tuner:
                     break
                 timeout = None
                 if self.budget.seconds is not None:
-                    timeout = max(0.0, self.budget.seconds - _kept(reserve, latency)
+                    timeout = max(0.0, self.budget.seconds - kept()
                                   - (time.monotonic() - start))
                 finished = self.executor.wait(list(running), timeout)
                 # the trials that ended first, then an error of the target that stops the search
@@ -339,8 +341,10 @@ class Tuner:
                     running.pop(fut)
                     idle = 0
                     m = fut.result()
-                    if m.config in sent:
-                        latency.append(time.monotonic() - sent.pop(m.config))
+                    now = time.monotonic()
+                    if last_end is not None:
+                        latency.append(now - last_end)
+                    last_end = now
                     if m.config in seeded:  # why it was tried: the report says so
                         m = replace(m, facts={**m.facts, "origin": "another workload's best"})
                     number = self.db.record(self.workload, m, strategy=self.strategy.name,
@@ -391,9 +395,9 @@ class Tuner:
                    latency: list[float] | None = None) -> int:
         """Measure the close leaders again so noise does not pick the winner; each repeat
         claims a slot of the trial budget first, so reruns and concurrent searches of a
-        finished workload add none, and under a time budget starts only while a trial as long
-        as the run's typical one (``latency``) ends before ``deadline``. Returns how many were
-        measured."""
+        finished workload add none, and under a time budget starts only while one as long as
+        the remeasures before it (the first: the median of ``latency``) ends before
+        ``deadline``. Returns how many were measured."""
         top = [m for m in self.db.top_k(self.workload, 16) if m.config in self.space][:4]
         if len(top) < 2:  # nothing to tell apart
             return 0
@@ -402,11 +406,11 @@ class Tuner:
             close = top[:2]
         slots = [f"remeasure:{claims.owner}:{i}" for i in range(n)]
         granted = claims.take(slots, self.budget.trials).granted
-        took = list(latency or [])
+        took: list[float] = []  # what the remeasures take (a build kept: less than a trial)
         measured = 0
         for i, slot in enumerate(granted):
             now = time.monotonic()
-            if deadline is not None and now + _kept(1, took) > deadline:
+            if deadline is not None and now + _kept(1, took or list(latency or [])) > deadline:
                 break  # the slots left are released with the other claims
             config = close[i % len(close)].config
             fut = self.executor.submit(self.workload, config)
@@ -420,8 +424,9 @@ class Tuner:
 
 
 def _kept(n: int, took: list[float]) -> float:
-    """Seconds of a time budget kept for ``n`` remeasures: ``n`` times the median trial of the
-    run so far (submit to result), or nothing before any trial has ended."""
+    """Seconds of a time budget kept for ``n`` remeasures: ``n`` times the median time between
+    the run's results so far (what a trial costs in the steady state, however many run at
+    once; a remeasure reuses its build), or nothing before two trials have ended."""
     return n * statistics.median(took) if n and took else 0.0
 
 
