@@ -250,8 +250,13 @@ class Tuner:
         latency: list[float] = []
         last_end: float | None = None
 
-        def kept() -> float:  # the remeasures' share of a time budget, at most a twentieth
-            return min(_kept(reserve, latency), 0.05 * (self.budget.seconds or 0.0))
+        def kept() -> float:
+            """The remeasures' share of a time budget: their median trials, and at least a
+            second (stopping the loop takes some: in-flight trials are cancelled, claims
+            released), at most a twentieth of the budget."""
+            if not reserve:
+                return 0.0
+            return min(max(_kept(reserve, latency), 1.0), 0.05 * (self.budget.seconds or 0.0))
 
         try:
             while True:
