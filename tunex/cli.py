@@ -122,6 +122,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         address = args.service or service_address(target_class(args.target).name)
         service = ServiceExecutor(address, spec=args.target or None)
         target = service.target
+        _replay_takes_no_problem(target.name, args)
     else:
         if not args.target:
             raise TunexError("name the target: --target triton_gpu, cpu, riscv-sim:x280, "
@@ -136,7 +137,6 @@ def cmd_search(args: argparse.Namespace) -> int:
             # builds the target and its space
             prestart(getattr(cls, "worker_imports", ()))
         target = make_target(args.target)
-    _replay_takes_no_problem(target.name, args)
     space, workload = target.prepare(_load_kernel(args.kernel), _shape(args.shape))
     executor: Any
     timeouts = _timeouts(args)

@@ -8,6 +8,7 @@ without a new trial.
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import numbers
@@ -246,24 +247,17 @@ class Tuner:
         absorbed = reclaimed = 0.0
         first = [c for c in self.first if c not in done]
         idle = 0  # proposals answered from the record since the last trial
-        # seconds between this run's trials' results: what one more trial costs the budget
-        latency: list[float] = []
+        # seconds between the run's last results: what one more trial costs the budget
+        latency: collections.deque[float] = collections.deque(maxlen=100)
         last_end: float | None = None
-
-        def kept() -> float:
-            """The remeasures' share of a time budget: their median trials, and at least a
-            second (stopping the loop takes some: in-flight trials are cancelled, claims
-            released), at most a twentieth of the budget."""
-            if not reserve:
-                return 0.0
-            return min(max(_kept(reserve, latency), 1.0), 0.05 * (self.budget.seconds or 0.0))
+        keep = _reserve(reserve, latency, self.budget.seconds)  # of a time budget
 
         try:
             while True:
                 if self._stop.is_set():
                     raise KeyboardInterrupt
                 if self.budget.seconds is not None and (
-                        time.monotonic() - start >= self.budget.seconds - kept()):
+                        time.monotonic() - start >= self.budget.seconds - keep):
                     stopped = "time budget"  # (the remeasures' share of it kept aside)
                     break
                 if self.patience is not None and count - last_gain >= self.patience:
@@ -338,8 +332,7 @@ class Tuner:
                     break
                 timeout = None
                 if self.budget.seconds is not None:
-                    timeout = max(0.0, self.budget.seconds - kept()
-                                  - (time.monotonic() - start))
+                    timeout = max(0.0, self.budget.seconds - keep - (time.monotonic() - start))
                 finished = self.executor.wait(list(running), timeout)
                 # the trials that ended first, then an error of the target that stops the search
                 for fut in sorted(finished, key=lambda f: f.exception() is not None):
@@ -349,6 +342,7 @@ class Tuner:
                     now = time.monotonic()
                     if last_end is not None:
                         latency.append(now - last_end)
+                        keep = _reserve(reserve, latency, self.budget.seconds)
                     last_end = now
                     if m.config in seeded:  # why it was tried: the report says so
                         m = replace(m, facts={**m.facts, "origin": "another workload's best"})
@@ -397,7 +391,7 @@ class Tuner:
         return [m for m in self.db.measurements(self.workload) if m.config in configs]
 
     def _remeasure(self, n: int, claims: _Claims, deadline: float | None = None,
-                   latency: list[float] | None = None) -> int:
+                   latency: Sequence[float] = ()) -> int:
         """Measure the close leaders again so noise does not pick the winner; each repeat
         claims a slot of the trial budget first, so reruns and concurrent searches of a
         finished workload add none, and under a time budget starts only while one as long as
@@ -415,7 +409,8 @@ class Tuner:
         measured = 0
         for i, slot in enumerate(granted):
             now = time.monotonic()
-            if deadline is not None and now + _kept(1, took or list(latency or [])) > deadline:
+            last = took or latency
+            if deadline is not None and now + (statistics.median(last) if last else 0) > deadline:
                 break  # the slots left are released with the other claims
             config = close[i % len(close)].config
             fut = self.executor.submit(self.workload, config)
@@ -428,11 +423,14 @@ class Tuner:
         return measured
 
 
-def _kept(n: int, took: list[float]) -> float:
+def _reserve(n: int, latency: Sequence[float], seconds: float | None) -> float:
     """Seconds of a time budget kept for ``n`` remeasures: ``n`` times the median time between
-    the run's results so far (what a trial costs in the steady state, however many run at
-    once; a remeasure reuses its build), or nothing before two trials have ended."""
-    return n * statistics.median(took) if n and took else 0.0
+    the run's results (what a trial costs in the steady state, however many run at once; a
+    remeasure reuses its build), at least a second (stopping the loop takes some: trials in
+    flight are cancelled, claims released), at most a twentieth of the budget."""
+    if not n or seconds is None:
+        return 0.0
+    return min(max(n * statistics.median(latency) if latency else 0.0, 1.0), 0.05 * seconds)
 
 
 class _Claims:

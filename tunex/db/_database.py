@@ -166,12 +166,12 @@ class Database(Records):
         Args:
             path_or_file: a path, or a text file opened for writing.
             format: ``"csv"`` (the rows of :meth:`export_rows`; tuples and dicts as JSON
-                text, None as an empty cell, text that a spreadsheet would run as a formula, such as
-                ``=HYPERLINK(...)`` or ``-2+3``, behind an apostrophe), ``"json"`` (a list of
-                objects) or ``"jsonl"``
-                (one object per line). The JSON objects hold the keys of :meth:`export_rows`
-                plus ``config``, ``times_ms``, ``facts``, ``workload_spec`` and ``recorded_at``,
-                so :meth:`import_trials` can rebuild every trial exactly; a workload's first
+                text, None as an empty cell, text that a spreadsheet would run as a formula,
+                such as ``=HYPERLINK(...)`` or ``-2+3``, behind an apostrophe), ``"json"`` (a
+                list of objects) or ``"jsonl"`` (one object per line). The JSON objects hold
+                the keys of :meth:`export_rows` plus ``config``, ``times_ms``, ``facts``,
+                ``workload_spec`` and ``recorded_at``, so :meth:`import_trials` can rebuild
+                every trial exactly; a workload's first
                 trial also holds ``workload_space``, its declared space (what an import into a
                 database that does not know it checks the trials against). ``"parquet"``: the
                 typed table of :func:`tunex.db.to_dataframe` (needs pyarrow). Default: from
