@@ -986,8 +986,23 @@ def loo_main(args: argparse.Namespace) -> int:
     if args.report_only:
         tasks = []
     if args.loo_overhead and not args.report_only:
+        # each variant in the order given, in this process (name one twice to alternate them)
+        from tunex.search import register_strategy
+        from tunex.search._model import ModelSearch
+
         print("overhead: a warm model search to 1,100 trials on the largest space", flush=True)
-        doc["overhead"] = loo_overhead(spaces)
+        timed = {}
+        for name, options in variants.items():
+            register_strategy("model", variant_class(json.dumps(options, sort_keys=True)))
+            timed[name] = loo_overhead(spaces)
+            o = timed[name]
+            print(f"  {name}: {o['space']}, ms per ask + tell at {o['history']} trials: median "
+                  f"{o['median']:.1f}, mean {o['mean']:.1f}, p90 {o['p90']:.1f}, max "
+                  f"{o['max']:.0f}", flush=True)
+        register_strategy("model", ModelSearch)
+        doc["overhead"] = next(iter(timed.values()))
+        if len(timed) > 1:
+            doc["overhead_variants"] = timed
         results.save()
     if tasks:
         if args.jobs <= 1:
@@ -1413,7 +1428,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="(--loo --no-cold) trials of each warm search (default --budget; "
                         "the sources keep --budget): enough to score 'within 20' for less")
     p.add_argument("--loo-overhead", action="store_true",
-                   help="(--loo) also time ask + tell at 1,000 trials of history, warm")
+                   help="(--loo) also time ask + tell at 1,000 trials of history, warm, for "
+                        "each of --variants in turn")
     p.add_argument("--child-overhead", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--child-seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--compare", default="",

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -129,3 +131,33 @@ def test_relative_features_give_each_parameter_per_differing_problem_size():
                                                    plain.transform(c, same[0]))
     with pytest.raises(ValueError, match="not among the problem keys"):
         FeatureExtractor(space, ["M"], relative=["N"])
+
+
+def test_relative_pairs_count_the_blocks_of_a_grid_over_two_dimensions():
+    """A pair column is log2 of two parameters over two differing sizes: minus log2 of the
+    number of blocks a 2-D grid has (a matrix product's output tiles), for different
+    parameters and different sizes only, and only when asked."""
+    space = Space([Pow2("BM", 16, 256), Pow2("BN", 16, 256), Int("stages", 2, 4)])
+    ws = [Workload("mm", problem={"M": m, "N": n, "K": 64}) for m, n in ((1024, 512), (64, 8192))]
+    plain = FeatureExtractor.for_workloads(space, ws, relative=True)
+    fx = FeatureExtractor.for_workloads(space, ws, relative=True, relative_pairs=True)
+    assert fx.relative == ("M", "N")
+    c = [Config(BM=128, BN=64, stages=3)]
+    row = dict(zip(fx.feature_names, fx.transform(c, ws[0])[0]))
+    assert len(row) == fx.transform(c, ws[0]).shape[1]
+    tiles = (1024 // 128) * (512 // 64)
+    assert row["log2(BM*BN/(problem.M*problem.N))"] == pytest.approx(-math.log2(tiles))
+    crossed = math.log2(128 / 512 * 64 / 1024)  # BM over N, BN over M
+    assert row["log2(BM*BN/(problem.N*problem.M))"] == pytest.approx(crossed)
+    # 3 parameters, 2 sizes: 3 pairs of parameters x 2 orders of the sizes
+    assert len(fx.feature_names) - len(plain.feature_names) == 6
+    assert not any("*problem" in n for n in plain.feature_names)
+    # the plain columns come first, unchanged
+    n = len(plain.feature_names)
+    assert np.array_equal(fx.transform(c, ws[1])[:, :n], plain.transform(c, ws[1]))
+    many = Space([Pow2(f"p{k}", 2, 64) for k in range(12)])
+    big = [Workload("mm", problem={"M": m, "N": 2 * m, "K": 4 * m}) for m in (64, 128)]
+    capped = FeatureExtractor.for_workloads(many, big, relative=True, relative_pairs=True)
+    assert capped.relative == ("K", "M", "N")  # 12 x 11 / 2 x 6 = 396 pair columns: none
+    assert len(capped.feature_names) == len(
+        FeatureExtractor.for_workloads(many, big, relative=True).feature_names)

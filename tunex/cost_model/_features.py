@@ -14,6 +14,8 @@ from tunex.trial import Config, Workload, flatten
 
 __all__ = ["FeatureExtractor", "flatten"]
 
+_PAIR_LIMIT = 256  # relative pair columns at most (``relative_pairs``)
+
 
 def _num(v: Any) -> float | None:
     if isinstance(v, bool):
@@ -47,14 +49,21 @@ class FeatureExtractor:
             given relative to, as ``log2(param / size)``: the share of a dimension one block
             covers, the same quantity at every shape, so a model trained on other shapes can
             say "a block the size of the row" where the absolute block size differs.
+        relative_pairs: also the sum of two such columns of different parameters and
+            different sizes, ``log2(param_a * param_b / (size_i * size_j))``: minus log2 of
+            the number of blocks a grid over two dimensions has (output tiles of a matrix
+            product), which trees cannot form from the columns one at a time. Left out where
+            there would be more than 256 of them (many parameters and sizes: each column
+            costs every fit and prediction).
     """
 
     def __init__(self, space: Space, problem_keys: Sequence[str] = (),
                  target_keys: Sequence[str] = (), fact_keys: Sequence[str] = (),
                  interactions: bool = True,
                  categories: Sequence[tuple[str, str, str]] = (),
-                 relative: Sequence[str] = ()) -> None:
+                 relative: Sequence[str] = (), relative_pairs: bool = False) -> None:
         self.space = space
+        self.relative_pairs = relative_pairs
         self.problem_keys = tuple(problem_keys)
         unknown = [k for k in relative if k not in self.problem_keys]
         if unknown:
@@ -84,7 +93,8 @@ class FeatureExtractor:
     @classmethod
     def for_workloads(cls, space: Space, workloads: Sequence[Workload],
                       fact_keys: Sequence[str] = (), interactions: bool = True,
-                      relative: bool = False) -> FeatureExtractor:
+                      relative: bool = False, relative_pairs: bool = False
+                      ) -> FeatureExtractor:
         """Include every problem size and target fact that is numeric in all ``workloads``, and
         an indicator per value of those that are text in all of them and differ (at most 16
         values); with ``relative``, the parameters relative to each problem size that is
@@ -114,7 +124,8 @@ class FeatureExtractor:
         varying = [k for k in sizes if all((_num(m[k]) or 0) > 0 for m in problems)
                    and len({_num(m[k]) for m in problems}) > 1] if relative else []
         return cls(space, sizes, numeric_keys(targets), fact_keys, interactions,
-                   categories("problem", problems) + categories("target", targets), varying)
+                   categories("problem", problems) + categories("target", targets), varying,
+                   relative_pairs)
 
     def _log2(self, X: np.ndarray) -> np.ndarray:
         """log2 of each positive numeric parameter (the ``_logcols`` of ``X``)."""
@@ -147,7 +158,21 @@ class FeatureExtractor:
         problem = flatten(workload.problem) if workload else {}
         sizes = [_num(problem.get(k)) for k in self.relative]
         logs = np.array([math.log2(v) if v is not None and v > 0 else math.nan for v in sizes])
-        return (L[:, :, None] - logs[None, None, :]).reshape(len(L), -1)
+        R = L[:, :, None] - logs[None, None, :]
+        out = R.reshape(len(L), -1)
+        pairs = self._pairs()
+        if pairs:
+            a, i, b, j = np.array(pairs).T
+            out = np.hstack([out, R[:, a, i] + R[:, b, j]])
+        return out
+
+    def _pairs(self) -> list[tuple[int, int, int, int]]:
+        """(param a, size i, param b, size j) of each relative pair column (none past
+        ``_PAIR_LIMIT``, or without ``relative_pairs``)."""
+        P, S = len(self._logcols), len(self.relative)
+        pairs = [(a, i, b, j) for a in range(P) for b in range(a + 1, P)
+                 for i in range(S) for j in range(S) if i != j] if self.relative_pairs else []
+        return pairs if len(pairs) <= _PAIR_LIMIT else []
 
     @property
     def feature_names(self) -> list[str]:
@@ -159,7 +184,10 @@ class FeatureExtractor:
                 + [f"{src}.{k}={v}" for src, k, v in self.categories]
                 + [f"fact.{k}" for k in self.fact_keys]
                 + [f"log2({names[c]}/problem.{k})" for c in self._logcols
-                   for k in self.relative])
+                   for k in self.relative]
+                + [f"log2({names[self._logcols[a]]}*{names[self._logcols[b]]}/"
+                   f"(problem.{self.relative[i]}*problem.{self.relative[j]}))"
+                   for a, i, b, j in self._pairs()])
 
     def context(self, workload: Workload | None) -> np.ndarray:
         """The per-workload columns (problem sizes and target facts) as one row."""
