@@ -15,7 +15,8 @@ shape (what the decorator falls back to without a model: the siblings' best conf
 a pack's nearest bucket, on the same device only, nearest problem in log2; "-" where the family
 has no other shape on that device) and a uniformly random valid config (the mean over all).
 Variants of the model: as trained by default (each parameter also relative to each problem size
-that differs) and without the relative sizes (the model before 2026-12-03).
+that differs), with the sums of two of those too (the blocks of a 2-D grid, which a warm search
+uses), and without the relative sizes (the model before 2026-12-03).
 
     python benchmarks/predict_unseen.py --trials 100 --seeds 10
 """
@@ -85,9 +86,11 @@ def held_out(space: str, family: list[tuple[str, Path]], n: int | None, seed: in
     kernel = here.workload().kernel
     best = here.optimum()
     out: dict[str, float | None] = {}
-    for name, relative in (("model", True), ("model, absolute sizes", False)):
+    for name, relative, pairs in (("model", True, False),
+                                  ("model, pair columns", True, True),
+                                  ("model, absolute sizes", False, False)):
         path = train(_History(rows), kernel, here.space, tmp / f"{seed}-{name}.json",
-                     relative=relative)
+                     relative=relative, relative_pairs=pairs)
         config, _why = predict_best(path, here.space, here.workload(), seed)
         out[name] = score(here, config, best)
     # the decorator's fallback (``_nearest_tuned``): the siblings ranked as a pack's entries
@@ -137,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                             scores.setdefault(space, {}).setdefault(k, []).append(v)
                 print(f"[{time.perf_counter() - t0:6.0f}s] {space}: " + ", ".join(
                     f"{k} {np.median(v):.2f}" for k, v in scores[space].items()), flush=True)
-    names = ["model", "model, absolute sizes", "nearest tuned shape's best",
-             "random config (mean)"]
+    names = ["model", "model, pair columns", "model, absolute sizes",
+             "nearest tuned shape's best", "random config (mean)"]
 
     def cell(row: dict[str, list[float]], k: str) -> str:
         return f"{np.median(row[k]):.2f}" if k in row else "-"

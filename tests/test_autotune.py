@@ -8,6 +8,7 @@ marked ``gpu`` run compiled kernels on CUDA and are skipped without one.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -750,6 +751,36 @@ def test_a_cost_model_trained_on_two_devices_predicts_for_a_new_shape(tmp_path: 
     path = train(History(), "norm", space, tmp_path / "norm.json")
     config, why = predict_best(path, space, row(1024, "gpu-b"))
     assert config == Config(BLOCK=1024, warps=1) and "trained on 4 workloads" in why
+
+
+def test_a_cost_model_with_pair_columns_is_rebuilt_for_prediction(tmp_path: Path) -> None:
+    """Trained with the relative sizes' pair columns (two sizes that differ: 2 parameter
+    pairs x 2 orders), the saved model's description makes prediction build the same columns
+    (otherwise it is refused as "the space changed"), and the pick follows the grid: the
+    fastest configs have 64 blocks on each sibling."""
+    pytest.importorskip("lightgbm")
+    from tunex.decorator._model import predict_best, train
+    from tunex.trial import Workload
+
+    space = Space([Pow2("BM", 16, 512), Pow2("BN", 16, 512)])
+
+    def mm(m: int, n: int) -> Workload:
+        return Workload("mm", problem={"M": m, "N": n})
+
+    def trials(m: int, n: int) -> list[Measurement]:
+        blocks = [max(1, m // c["BM"]) * max(1, n // c["BN"]) for c in space]
+        return [Measurement(c, Status.OK, (1 + abs(np.log2(b / 64)) + 0.01 * c["BM"] / c["BN"],))
+                for c, b in zip(space, blocks)]
+
+    class History:
+        def history(self, kernel: str) -> list[tuple[Workload, list[Measurement]]]:
+            return [(mm(m, n), trials(m, n)) for m, n in ((1024, 1024), (256, 4096))]
+
+    path = train(History(), "mm", space, tmp_path / "mm.json", relative_pairs=True)
+    meta = json.loads(path.with_name("mm.json.meta.json").read_text())
+    assert meta["relative_pairs"] is True and meta["relative"] == ["M", "N"]
+    config, _why = predict_best(path, space, mm(2048, 512))
+    assert (2048 // config["BM"]) * (512 // config["BN"]) == 64
 
 
 # -- GPU ---------------------------------------------------------------------------------------
