@@ -14,7 +14,7 @@ from tunex.trial import Config, Workload, flatten
 
 __all__ = ["FeatureExtractor", "flatten"]
 
-_PAIR_LIMIT = 256  # relative pair columns at most (``relative_pairs``)
+_PAIR_LIMIT = 128  # relative pair columns at most (``relative_pairs``)
 
 
 def _num(v: Any) -> float | None:
@@ -53,7 +53,7 @@ class FeatureExtractor:
             different sizes, ``log2(param_a * param_b / (size_i * size_j))``: minus log2 of
             the number of blocks a grid over two dimensions has (output tiles of a matrix
             product), which trees cannot form from the columns one at a time. Left out where
-            there would be more than 256 of them (many parameters and sizes: each column
+            there would be more than 128 of them (many parameters and sizes: each column
             costs every fit and prediction).
     """
 
