@@ -389,8 +389,9 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize("import_main", [True, False])
-def test_the_decorators_build_pool_does_not_run_the_users_script_again(tmp_path, import_main):
+def _run_script(tmp_path, template: str, **fields):
+    """Write ``template`` (given ``root``, ``marks`` and ``fields``) as a user's script, run
+    it in a fresh interpreter; its result and the file where each run of it left its pid."""
     import subprocess
     import sys
     from pathlib import Path
@@ -398,9 +399,15 @@ def test_the_decorators_build_pool_does_not_run_the_users_script_again(tmp_path,
     marks = tmp_path / "marks"
     script = tmp_path / "user_script.py"
     root = str(Path(__file__).resolve().parents[2])
-    script.write_text(SCRIPT.format(root=root, marks=str(marks), import_main=import_main))
+    script.write_text(template.format(root=root, marks=str(marks), **fields))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=120)
+    return done, marks
+
+
+@pytest.mark.parametrize("import_main", [True, False])
+def test_the_decorators_build_pool_does_not_run_the_users_script_again(tmp_path, import_main):
+    done, marks = _run_script(tmp_path, SCRIPT, import_main=import_main)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
     assert len(marks.read_text().split()) == (2 if import_main else 1)
 
@@ -440,16 +447,7 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path,
     """Such a script hung: each worker process imported it, ran it to the executor, died of
     multiprocessing's bootstrapping error and was started again, forever. Now the workers
     import the script only where the target is defined in it."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    marks = tmp_path / "marks"
-    script = tmp_path / "quick.py"
-    root = str(Path(__file__).resolve().parents[2])
-    script.write_text(UNGUARDED.format(root=root, marks=str(marks), body=body))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120)
+    done, marks = _run_script(tmp_path, UNGUARDED, body=body)
     assert done.returncode == 0 and done.stdout.strip() == "4", done.stderr[-2000:]
     assert len(marks.read_text().split()) == runs  # the user's run (+ one per worker)
 

@@ -89,6 +89,12 @@ class FeatureExtractor:
                 self._logcols.append(col)
                 self._is_log.append(isinstance(p, Pow2))
             col += p.width
+        # (param a, size i, param b, size j) of each relative pair column: none without
+        # relative_pairs or past _PAIR_LIMIT
+        P, S = len(self._logcols), len(self.relative)
+        pairs = [(a, i, b, j) for a in range(P) for b in range(a + 1, P)
+                 for i in range(S) for j in range(S) if i != j] if relative_pairs else []
+        self._pairs = pairs if len(pairs) <= _PAIR_LIMIT else []
 
     @classmethod
     def for_workloads(cls, space: Space, workloads: Sequence[Workload],
@@ -160,19 +166,11 @@ class FeatureExtractor:
         logs = np.array([math.log2(v) if v is not None and v > 0 else math.nan for v in sizes])
         R = L[:, :, None] - logs[None, None, :]
         out = R.reshape(len(L), -1)
-        pairs = self._pairs()
-        if pairs:
-            a, i, b, j = np.array(pairs).T
+        if self._pairs:
+            a, i, b, j = np.array(self._pairs).T
             out = np.hstack([out, R[:, a, i] + R[:, b, j]])
         return out
 
-    def _pairs(self) -> list[tuple[int, int, int, int]]:
-        """(param a, size i, param b, size j) of each relative pair column (none past
-        ``_PAIR_LIMIT``, or without ``relative_pairs``)."""
-        P, S = len(self._logcols), len(self.relative)
-        pairs = [(a, i, b, j) for a in range(P) for b in range(a + 1, P)
-                 for i in range(S) for j in range(S) if i != j] if self.relative_pairs else []
-        return pairs if len(pairs) <= _PAIR_LIMIT else []
 
     @property
     def feature_names(self) -> list[str]:
@@ -187,7 +185,7 @@ class FeatureExtractor:
                    for k in self.relative]
                 + [f"log2({names[self._logcols[a]]}*{names[self._logcols[b]]}/"
                    f"(problem.{self.relative[i]}*problem.{self.relative[j]}))"
-                   for a, i, b, j in self._pairs()])
+                   for a, i, b, j in self._pairs])
 
     def context(self, workload: Workload | None) -> np.ndarray:
         """The per-workload columns (problem sizes and target facts) as one row."""
