@@ -789,6 +789,18 @@ def loo_spaces(roots: Sequence[Path], patterns: Sequence[str] = ("*",)
     return out
 
 
+def loo_families(spaces: dict[str, tuple[str, Path]], by: str = "folder"
+                 ) -> dict[str, list[tuple[str, str]]]:
+    """The leave-one-out groups of siblings: ``{group: [(space, path), ...]}``, a group being
+    a folder (``by="folder"``, one space definition) or a kernel name (``by="kernel"``, as a
+    tuning database groups workloads, versions of one kernel's space together)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for space, (family, path) in spaces.items():
+        group = ReplayTarget(path).workload().kernel if by == "kernel" else family
+        out.setdefault(group, []).append((space, str(path)))
+    return out
+
+
 @functools.cache
 def variant_class(options_json: str) -> type:
     """The ``model`` strategy with some options changed (its defaults for the rest)."""
@@ -908,9 +920,7 @@ def loo_main(args: argparse.Namespace) -> int:
             f = {**space_facts(path), "family": family}
             doc["facts"][space] = f
         facts[space] = f
-    families: dict[str, list[tuple[str, str]]] = {}
-    for space, (family, path) in spaces.items():
-        families.setdefault(family, []).append((space, str(path)))
+    families = loo_families(spaces, args.siblings_by)
     t0 = time.time()
     tasks = []
     for name, options in variants.items():
@@ -1409,6 +1419,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--loo-data", type=Path, action="append",
                    help="(--loo) a folder of recorded spaces, repeatable (default: ../shared's "
                         "Kernel Tuner spaces and benchmarks/data)")
+    p.add_argument("--siblings-by", choices=("folder", "kernel"), default="folder",
+                   help="(--loo) what makes spaces siblings: their folder (a kernel family as "
+                        "recorded: one space definition), or the kernel name the recordings "
+                        "give, as a tuning database sees them, so that versions of one kernel "
+                        "with different spaces (convolution/ and convolution_kt/) learn from "
+                        "each other")
     p.add_argument("--variants", default='{"model": {}}',
                    help='(--loo) JSON {name: options of the model strategy}')
     p.add_argument("--no-warm", action="store_true", help="(--loo) cold searches only")

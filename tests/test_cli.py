@@ -85,6 +85,22 @@ def test_a_warm_start_is_shown_with_what_it_took(tmp_path, capsys):
     assert "transfer" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
+def test_a_warm_start_takes_trials_of_an_older_space_of_the_kernel(tmp_path, capsys):
+    """Kernel Tuner's convolution was recorded under two spaces: convolution_kt/'s older one,
+    without ``use_shmem``, and convolution/'s. A search of the newer learns from the older's
+    trials in the database and says so."""
+    db = str(tmp_path / "v.db")
+    assert main(["search", "--target",
+                 f"replay:{recorded('convolution_kt/RTX_3090.json.gz')}", "--budget",
+                 "12trials", "--db", db, "-q", "--seed", "0"]) == 0
+    capsys.readouterr()
+    assert main(["search", "--target", f"replay:{recorded('convolution/A4000.json.gz')}",
+                 "--budget", "4trials", "--db", db, "-q", "--seed", "0"]) == 0
+    tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
+    assert tr["used"] == 1 and tr["other_space"] == 1 and tr["trials"] == 12
+    assert tr["first"] == []  # none of its configs is a point of the newer space
+
+
 @pytest.mark.parametrize("argv,message", [
     (["search", "--target", "replay:/nonexistent.json.gz", "--db", "{db}"], "does not exist"),
     (["search", "--target", "replay:{data}", "--budget", "2 hours", "--db", "{db}"], "budget"),

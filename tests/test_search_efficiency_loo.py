@@ -66,6 +66,22 @@ def test_spaces_are_grouped_by_kernel_family(tmp_path):
     assert found["cn_pnpoly/loose"][0] == "cn_pnpoly"  # a file in the root: its kernel name
 
 
+def test_siblings_by_kernel_join_the_versions_of_one_kernels_space(tmp_path):
+    """convolution/ and convolution_kt/ record one kernel under two spaces: by folder they are
+    two groups, by kernel name (as the database sees them) one."""
+    se = bench()
+    for folder, gpu in (("convolution", "A4000"), ("convolution_kt", "RTX_3090"),
+                        ("pnpoly", "RTX_2080_Ti")):
+        (tmp_path / folder).mkdir()
+        shutil.copy(recorded(f"{folder}/{gpu}.json.gz"), tmp_path / folder / f"{gpu}.json.gz")
+    found = se.loo_spaces([tmp_path])
+    assert sorted(se.loo_families(found)) == ["convolution", "convolution_kt", "pnpoly"]
+    by_kernel = se.loo_families(found, "kernel")
+    assert sorted(by_kernel) == ["cn_pnpoly", "convolution_kernel"]
+    assert [s for s, _ in by_kernel["convolution_kernel"]] == [
+        "convolution/A4000", "convolution_kt/RTX_3090"]
+
+
 def test_the_comparison_reads_each_strategy_at_its_own_budget():
     se = bench()
     facts = {s: {"family": s.split("/")[0], "random": {"0.95": {"median": 100.0}}}

@@ -336,6 +336,10 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
                 + (tr.get("why") or f"left out: {left}"))
     out = (f"warm start from {tr['used']} of {n} other workload{'s' * (n != 1)} "
            f"({tr['trials']:,} trials)" + (f"; left out: {left}" if left else ""))
+    if tr.get("other_space"):
+        k = tr["other_space"]
+        out += (f"; {k} of them recorded under another version of this space (their configs "
+                "train the model, with what this space adds unknown to it)")
     first = [Config(c) for c in tr.get("first", [])]
     if first:
         out += f"; their {len(first)} best configs were proposed first"

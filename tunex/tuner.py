@@ -209,14 +209,21 @@ class Tuner:
         done: dict[Config, Measurement] = {}
         recorded = self.db.measurements(self.workload)
         prior = [m for m in recorded if m.config in self.space]
-        if len(prior) < len(recorded):
-            log.warning("ignoring %d recorded trials of %s whose configs are not in the space "
-                        "searched now", len(recorded) - len(prior), self.workload.kernel)
+        # trials of an earlier version of the space (a parameter added, a range changed): not
+        # resumed, but a model that learns from other workloads learns from them too
+        older = [m for m in recorded if m.config not in self.space]
+        if older:
+            log.warning("%d recorded trials of %s have configs outside the space searched now "
+                        "(another version of it): not resumed%s", len(older),
+                        self.workload.kernel, "; they join the warm start" if self.transfer
+                        else "")
         for m in prior:
             done[m.config] = m
         transfer: dict[str, Any] | None = None
         if self.transfer:
             others = self.db.history(kernel=self.workload.kernel, exclude=self.workload)
+            if older:
+                others = [(self.workload, older), *others]
             if others:
                 self.strategy.warm_start(others, current=self.workload)
                 transfer = getattr(self.strategy, "transfer_", None) or {

@@ -413,6 +413,33 @@ def test_seed_spread_skips_near_copies_of_a_queued_favourite():
         assert st.ask(2) == expected
 
 
+def test_a_warm_start_learns_from_trials_of_an_older_version_of_the_space():
+    """A sibling recorded before the kernel gained parameter ``t`` (its configs lack it, and
+    some hold a ``bx`` the space has since dropped) still trains the model, with ``t``
+    unknown: the first proposal has the sibling's best ``bx * by`` and ``alg``. Its configs are
+    not points of this space, so none is proposed as it stands; without ``other_spaces``
+    (and before) the sibling is left out and the search starts cold."""
+    s = space()
+    old = Space([Pow2("bx", 1, 128), Pow2("by", 1, 64), Choice("alg", ["a", "b"])],
+                ["bx * by >= 8", "bx * by <= 1024"])
+    trials = [Measurement(c, Status.OK, (smooth(Config({**c, "t": 3})),))
+              for c in old.sample(80, rng=0)]
+    assert any(m.config["bx"] == 128 for m in trials)
+    sibling, here = Workload("k", problem={"n": 1}), Workload("k", problem={"n": 2})
+    for seed in range(3):
+        st = ModelSearch(s, seed=seed, explore=0.0)
+        st.warm_start([(sibling, trials)], current=here)
+        assert st.transfer_ is not None and st.transfer_["used"] == 1
+        assert st.transfer_["other_space"] == 1 and st.transfer_["first"] == []
+        assert st._other is not None and len(st._other[1]) == 80
+        first = st.ask(1)[0]
+        assert first["bx"] * first["by"] == 64 and first["alg"] == "b"
+    cold = ModelSearch(s, seed=0, other_spaces=False)
+    cold.warm_start([(sibling, trials)], current=here)
+    assert cold._other is None and cold.transfer_ is not None
+    assert cold.transfer_["left_out"]["no config in this space"] == 1
+
+
 def test_a_warm_start_carries_a_block_relative_to_the_shape_to_a_new_shape():
     """Siblings at rows of 256, 1024 and 8192 elements are fastest with a block the size of the
     row; at an unseen 2048 the first proposal after their favourites is a 2048 block when the

@@ -154,6 +154,26 @@ def test_encode_and_feature_names():
     assert s.feature_names == ["B", "f", "o[x]", "o[y]", "alg"]
 
 
+def test_configs_of_another_version_of_the_space_encode_partially():
+    """A config recorded before a parameter existed, or with a value the space no longer
+    holds, encodes what it can place and nan for the rest; without ``partial`` it is an
+    error, as before."""
+    s = Space([Pow2("B", 16, 64), Int("t", 1, 4), Bool("f"), Permutation("o", "xy"),
+               Choice("alg", ["a", "b"]), Choice("w", [2, 4])])
+    old = [{"B": 512, "t": 6, "f": True, "o": ("x", "y"), "alg": "c", "w": 8},  # ranges moved
+           {"B": 32, "alg": "b"},  # before t, f, o and w existed
+           {"B": -4, "t": "six", "f": 2, "o": ("x", "y", "z"), "alg": 1.5, "w": True}]
+    X = s.encode(old, partial=True)
+    nan = np.nan
+    np.testing.assert_array_equal(X, [[9.0, 6.0, 1.0, 0.0, 1.0, nan, 8.0],
+                                      [5.0, nan, nan, nan, nan, 1.0, nan],
+                                      [nan, nan, nan, nan, nan, nan, nan]])
+    here = Config(B=32, t=2, f=False, o=("y", "x"), alg="b", w=4)
+    np.testing.assert_array_equal(s.encode([here], partial=True), s.encode([here]))
+    with pytest.raises(KeyError):
+        s.encode([{"B": 32, "alg": "b"}])
+
+
 def test_json_round_trip_and_t1(tmp_path):
     s = Space([Pow2("B", 16, 64), Choice("w", [2, 4])], ["B * w <= cap"], problem=["cap"])
     s2 = Space.from_dict(json.loads(json.dumps(s.bind(cap=128).to_dict())))

@@ -204,8 +204,11 @@ class FeatureExtractor:
         return np.asarray(vals, dtype=np.float64)
 
     def transform(self, configs: Sequence[Config], workload: Workload | None = None,
-                  facts: Sequence[Mapping[str, Any]] | None = None) -> np.ndarray:
-        X = self.space.encode(configs)
+                  facts: Sequence[Mapping[str, Any]] | None = None,
+                  partial: bool = False) -> np.ndarray:
+        """One row per config; ``partial``: configs recorded under another version of the
+        space, whose missing or foreign values are ``nan`` (see :meth:`Space.encode`)."""
+        X = self.space.encode(configs, partial=partial)
         L = self._log2(X)  # shared by the pairwise products and the relative sizes
         ctx = self.context(workload)
         parts = [X, self._derived(X, L)[0], np.broadcast_to(ctx, (len(configs), ctx.size))]

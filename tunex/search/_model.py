@@ -176,6 +176,13 @@ class ModelSearch(SearchStrategy):
             from the columns one at a time. Leave-one-out on all 34 recorded spaces, warm, 40
             seeds: 95% within 20 trials in 1,224 of 1,360 runs against 1,210 without
             (matmul 4096^3 28 -> 39 of 40; RESULTS.md).
+        other_spaces: after a warm start, also learn from the other workloads' trials of
+            configs recorded under another version of this space (a parameter added since,
+            a range changed), as long as they name more than half of its parameters: what
+            they lack, or hold outside this space's values, is unknown to the model
+            (``nan``; a number outside a numeric range keeps its value). They train the
+            model only; the first proposals are other workloads' best configs that are
+            points of this space.
     """
 
     name = "model"
@@ -190,7 +197,7 @@ class ModelSearch(SearchStrategy):
                  transfer_decay: float = 50.0, own_share: float | None = 0.5,
                  sampler_arm: str | None = None, local_moves: str = "region",
                  seed_spread: bool = False, relative: bool = True,
-                 relative_pairs: bool = True) -> None:
+                 relative_pairs: bool = True, other_spaces: bool = True) -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
@@ -230,6 +237,7 @@ class ModelSearch(SearchStrategy):
         self.seed_spread = seed_spread
         self.relative = relative
         self.relative_pairs = relative_pairs
+        self.other_spaces = other_spaces
         self._sampler: OptunaSearch | None = None  # the sampler arm, on this workload's trials
         self._model: GBMRanker | None = None
         self._arm: dict[Config, str] = {}  # proposing arm of each model proposal
@@ -283,20 +291,26 @@ class ModelSearch(SearchStrategy):
             relative_pairs=self.relative_pairs)
         X, y, g = [], [], []
         best: list[list[Config]] = []
-        outside = flat = 0
+        outside = flat = foreign = 0
+        names = self.space.names
         for gi, (w, ms) in enumerate(usable):
-            keep = [m for m in ms if all(m.config.get(n) in self.space.param(n)
-                                         for n in self.space.names)]
+            keep = [m for m in ms if all(m.config.get(n) in self.space.param(n) for n in names)]
+            exact = len(keep)
+            if self.other_spaces:  # recorded under another version of the space
+                keep += [m for m in ms if 2 * sum(n in m.config for n in names) > len(names)
+                         and not all(m.config.get(n) in self.space.param(n) for n in names)]
             if not keep:
                 outside += 1
                 continue
+            partial = len(keep) > exact
             if self.flat is not None:  # a flat top says nothing about where the best is here
                 vals = [m.value for m in keep if m.ok]
                 near = min(vals, default=0.0) / 0.95
                 if vals and sum(v <= near for v in vals) >= self.flat * len(vals):
                     flat += 1
                     continue
-            X.append(self.features.transform([m.config for m in keep], w))
+            foreign += partial
+            X.append(self.features.transform([m.config for m in keep], w, partial=partial))
             y.append([m.value for m in keep])
             g.append(np.full(len(keep), gi + 1))
             ok = sorted((m for m in keep if m.ok), key=lambda m: m.value)
@@ -328,6 +342,8 @@ class ModelSearch(SearchStrategy):
         self.transfer_ = {
             "workloads": len(usable), "used": len(X), "trials": sum(len(v) for v in y),
             "left_out": {"no config in this space": outside, "flat top": flat},
+            # workloads whose trials include configs of another version of the space
+            "other_space": foreign,
             "first": [c.to_dict() for c in self._queue],
             # the siblings' model on this workload's trials, from the first evidence check on
             "rank_correlation": None, "model_kept": bool(X)}

@@ -480,14 +480,23 @@ class Space:
                 names += [f"{p.name}[{item}]" for item in getattr(p, "items", range(p.width))]
         return names
 
-    def encode(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
-        """Numeric matrix, one row per config (log2 for powers of two, positions for orders)."""
+    def encode(self, configs: Sequence[Mapping[str, Any]], partial: bool = False) -> np.ndarray:
+        """Numeric matrix, one row per config (log2 for powers of two, positions for orders).
+
+        With ``partial``, configs may come from another version of the space: a parameter a
+        config lacks is ``nan``, and so is a value outside the domain unless it is a number
+        the parameter's encoding can place (:meth:`Param.encode_any`)."""
         width = sum(p.width for p in self.params)
         out = np.empty((len(configs), width), dtype=np.float64)
         for r, c in enumerate(configs):
             row: list[float] = []
             for p in self.params:
-                row += p.encode(c[p.name])
+                if not partial:
+                    row += p.encode(c[p.name])
+                elif p.name in c:
+                    row += p.encode_any(c[p.name])
+                else:
+                    row += [math.nan] * p.width
             out[r] = row
         return out
 
