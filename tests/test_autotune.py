@@ -27,7 +27,7 @@ import tunex  # noqa: E402
 from tunex.db import Database, export_pack  # noqa: E402
 from tunex.decorator import Selection, add_listener, clear_packs, load_packs, remove_listener  # noqa: E402
 from tunex.errors import ConfigError, PackError  # noqa: E402
-from tunex.space import Choice, Pow2, Space  # noqa: E402
+from tunex.space import Choice, Int, Pow2, Space  # noqa: E402
 from tunex.trial import Config, Measurement, Status  # noqa: E402
 
 HAS_GPU = torch.cuda.is_available()
@@ -751,6 +751,30 @@ def test_a_cost_model_trained_on_two_devices_predicts_for_a_new_shape(tmp_path: 
     path = train(History(), "norm", space, tmp_path / "norm.json")
     config, why = predict_best(path, space, row(1024, "gpu-b"))
     assert config == Config(BLOCK=1024, warps=1) and "trained on 4 workloads" in why
+
+
+def test_a_cost_model_learns_from_trials_of_the_kernels_older_space(tmp_path: Path) -> None:
+    """The kernel gained ``stages`` since its rows of 256 and 4096 elements were tuned: those
+    trials (without it) still train the model, which picks the block of a 1024 row."""
+    pytest.importorskip("lightgbm")
+    from tunex.decorator._model import predict_best, train
+    from tunex.trial import Workload
+
+    old = Space([Pow2("BLOCK", 64, 8192), Pow2("warps", 1, 8)])
+    space = Space([Pow2("BLOCK", 64, 8192), Pow2("warps", 1, 8), Int("stages", 1, 3)])
+
+    def row(n: int) -> Workload:
+        return Workload("norm", problem={"n": n})
+
+    class History:
+        def history(self, kernel: str) -> list[tuple[Workload, list[Measurement]]]:
+            return [(row(n), [Measurement(c, Status.OK, (
+                1 + abs(np.log2(c["BLOCK"] / n)) + 0.1 * c["warps"],)) for c in old])
+                for n in (256, 4096)]
+
+    path = train(History(), "norm", space, tmp_path / "norm.json")
+    config, why = predict_best(path, space, row(1024))
+    assert config["BLOCK"] == 1024 and config["warps"] == 1 and "trained on 2 workloads" in why
 
 
 def test_a_cost_model_with_pair_columns_is_rebuilt_for_prediction(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tunex.space import Pow2, Space
-from tunex.trial import Config, Workload, flatten
+from tunex.trial import Config, Measurement, Workload, flatten
 
 __all__ = ["FeatureExtractor", "flatten"]
 
@@ -23,6 +23,26 @@ def _num(v: Any) -> float | None:
     if isinstance(v, numbers.Real):
         return float(v)
     return None
+
+
+def trainable(space: Space, measurements: Sequence[Measurement], other_spaces: bool = True
+              ) -> tuple[list[Measurement], bool]:
+    """The measurements a cost model over ``space`` can learn from, and whether any is of
+    another version of the space: those whose config holds one of each parameter's values,
+    then, with ``other_spaces``, those whose config names more than half of its parameters
+    (recorded before a parameter was added, or with a value since dropped), which
+    :meth:`FeatureExtractor.transform` encodes with ``partial``."""
+    names = space.names
+
+    def fits(c: Mapping[str, Any]) -> bool:
+        return all(n in c and c[n] in space.param(n) for n in names)
+
+    exact = [m for m in measurements if fits(m.config)]
+    if not other_spaces:
+        return exact, False
+    other = [m for m in measurements if not fits(m.config)
+             and 2 * sum(n in m.config for n in names) > len(names)]
+    return exact + other, bool(other)
 
 
 class FeatureExtractor:

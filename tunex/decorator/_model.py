@@ -38,20 +38,21 @@ def train(db: Any, kernel: str, space: Space, path: Path, *, relative: bool = Tr
     workloads, ``relative_pairs``: and the sums of two of those (the blocks of a 2-D grid;
     :class:`~tunex.cost_model.FeatureExtractor`; off: for this one pick, leave-one-out over
     21 spaces, they score a median 0.80 of the optimum against 0.83 without, RESULTS.md)."""
-    from tunex.cost_model import FeatureExtractor, GBMRanker
+    from tunex.cost_model import FeatureExtractor, GBMRanker, trainable
 
-    usable = []
+    usable, partial = [], []
     for w, ms in db.history(kernel=kernel):
-        keep = [m for m in ms if all(n in m.config and m.config[n] in space.param(n)
-                                     for n in space.names)]
+        keep, other = trainable(space, ms)  # trials of older versions of the space too
         if keep:
             usable.append((w, keep))
+            partial.append(other)
     if not usable:
         raise ConfigError(f"no trial of kernel {kernel!r} in {db!r} fits its space: tune some "
                           "workloads first (mode='on_miss' or tunex search)")
     fe = FeatureExtractor.for_workloads(space, [w for w, _ in usable], relative=relative,
                                         relative_pairs=relative_pairs)
-    X = np.vstack([fe.transform([m.config for m in ms], w) for w, ms in usable])
+    X = np.vstack([fe.transform([m.config for m in ms], w, partial=p)
+                   for (w, ms), p in zip(usable, partial)])
     y = np.concatenate([[m.value for m in ms] for _, ms in usable])
     g = np.concatenate([np.full(len(ms), i) for i, (_, ms) in enumerate(usable)])
     model = GBMRanker(random_state=0).fit(X, y, g)

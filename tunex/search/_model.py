@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tunex.cost_model import FeatureExtractor, GBMRanker, flatten
+from tunex.cost_model import FeatureExtractor, GBMRanker, flatten, trainable
 from tunex.search._base import SearchStrategy
 from tunex.space import Space
 from tunex.trial import Config, Measurement, Workload
@@ -292,17 +292,11 @@ class ModelSearch(SearchStrategy):
         X, y, g = [], [], []
         best: list[list[Config]] = []
         outside = flat = foreign = 0
-        names = self.space.names
         for gi, (w, ms) in enumerate(usable):
-            keep = [m for m in ms if all(m.config.get(n) in self.space.param(n) for n in names)]
-            exact = len(keep)
-            if self.other_spaces:  # recorded under another version of the space
-                keep += [m for m in ms if 2 * sum(n in m.config for n in names) > len(names)
-                         and not all(m.config.get(n) in self.space.param(n) for n in names)]
+            keep, partial = trainable(self.space, ms, self.other_spaces)
             if not keep:
                 outside += 1
                 continue
-            partial = len(keep) > exact
             if self.flat is not None:  # a flat top says nothing about where the best is here
                 vals = [m.value for m in keep if m.ok]
                 near = min(vals, default=0.0) / 0.95
