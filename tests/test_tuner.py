@@ -274,7 +274,8 @@ def test_transfer_warm_start_from_other_workloads(tmp_path):
 
 def test_trials_of_an_earlier_space_of_the_workload_join_the_warm_start(tmp_path, caplog):
     """The space gains a parameter: the workload's trials recorded before are no points of it,
-    so they are not resumed (nothing counts as measured), but the model learns from them."""
+    so they are not resumed (nothing counts as measured, nor spends the trial budget, nor can
+    be the winner), but the model learns from them."""
     target = FlakyTarget()
     w = Workload("toy", target=target.fingerprint())
     grown = Space([Int("a", 0, 9), Int("b", 0, 4), Int("c", 0, 2)])
@@ -282,17 +283,18 @@ def test_trials_of_an_earlier_space_of_the_workload_join_the_warm_start(tmp_path
         Tuner(target, toy_space(), workload=w, db=db, strategy="random", seed=0,
               budget="20trials").run()
         tuner = Tuner(target, grown, workload=w, db=db, strategy="model", seed=0,
-                      budget="23trials")  # a trial budget is the workload's total
+                      budget="3trials")
         res = tuner.run()
         assert "20 recorded trials of toy have configs outside the space" in caplog.text
-        assert res.new_trials == 3 and tuner.strategy.history.keys() <= set(grown)
-        assert len(tuner.strategy.history) == 3  # none of the 20 resumed
+        assert res.new_trials == 3 and res.trials == 3 and len(tuner.strategy.history) == 3
+        assert res.best is not None and res.best.config in grown
         assert res.transfer is not None and res.transfer["used"] == 1
         assert res.transfer["other_space"] == 1 and res.transfer["trials"] == 20
         assert tuner.strategy._other is not None and len(tuner.strategy._other[1]) == 20
+        assert db.best(w) is not None and db.best(w).config not in grown  # older, faster
         cold = Tuner(target, grown, workload=w, db=db, strategy="model", seed=0,
-                     budget="24trials", transfer=False).run()
-        assert cold.transfer is None and db.count(w) == 24
+                     budget="4trials", transfer=False).run()
+        assert cold.transfer is None and cold.trials == 4 and db.count(w) == 24
 
 
 def test_default_executor_is_inline():

@@ -236,14 +236,15 @@ class Tuner:
         if prior:
             self.strategy.tell(prior)
             log.info("resuming %s: %d trials already recorded", self.workload.kernel, len(prior))
-        count = len(recorded)
+        count = len(prior)  # trials of an earlier space neither resume nor spend the budget
         new = 0
         best = min((m.value for m in prior), default=math.inf)
         last_gain = count
         reserve = self.remeasure if self.target.noisy else 0
         if self.budget.trials is not None:  # never more than a tenth of a trial budget
             reserve = min(reserve, self.budget.trials // 10)
-        limit = None if self.budget.trials is None else self.budget.trials - reserve
+        total = None if self.budget.trials is None else self.budget.trials + len(older)
+        limit = None if total is None else total - reserve  # claims count every recorded trial
         claims = _Claims(self.db, self.workload)
         running: dict[Future[Measurement], Config] = {}
         elsewhere: set[Config] = set()  # claimed by a concurrent search when asked
@@ -379,39 +380,39 @@ class Tuner:
             if reserve > 0 and stopped != "interrupted":
                 deadline = (None if self.budget.seconds is None
                             else start + self.budget.seconds)
-                new += self._remeasure(reserve, claims, deadline, latency)
+                new += self._remeasure(reserve, claims, total, deadline, latency)
         finally:
             claims.close()
-        count = self.db.count(self.workload)
+        count = self.db.count(self.workload) - len(older)
         failures: dict[str, int] = {}
         for m in self.db.measurements(self.workload):
-            if not m.ok:
+            if not m.ok and m.config in self.space:
                 failures[m.status.value] = failures.get(m.status.value, 0) + 1
         took = getattr(self.strategy, "transfer_", None)
         if transfer is not None and took is not None:
             transfer = dict(took)  # with its evidence on this run's own trials
-        return TuneResult(self.workload, self.db.best(self.workload), count, new,
+        return TuneResult(self.workload, self.db.best(self.workload, self.space), count, new,
                           self.strategy.proposals, time.monotonic() - start, stopped, failures,
                           transfer)
 
     def _measured_elsewhere(self, configs: set[Config]) -> list[Measurement]:
         return [m for m in self.db.measurements(self.workload) if m.config in configs]
 
-    def _remeasure(self, n: int, claims: _Claims, deadline: float | None = None,
-                   latency: Sequence[float] = ()) -> int:
+    def _remeasure(self, n: int, claims: _Claims, limit: int | None,
+                   deadline: float | None = None, latency: Sequence[float] = ()) -> int:
         """Measure the close leaders again so noise does not pick the winner; each repeat
         claims a slot of the trial budget first, so reruns and concurrent searches of a
         finished workload add none, and under a time budget starts only while one as long as
         the remeasures before it (the first: the median of ``latency``) ends before
         ``deadline``. Returns how many were measured."""
-        top = [m for m in self.db.top_k(self.workload, 16) if m.config in self.space][:4]
+        top = self.db.top_k(self.workload, 4, self.space)
         if len(top) < 2:  # nothing to tell apart
             return 0
         close = [m for m in top if m.value <= top[0].value * 1.03] or top[:1]
         if len(close) < 2:  # a lone leader may owe its lead to noise: check the runner-up too
             close = top[:2]
         slots = [f"remeasure:{claims.owner}:{i}" for i in range(n)]
-        granted = claims.take(slots, self.budget.trials).granted
+        granted = claims.take(slots, limit).granted
         took: list[float] = []  # what the remeasures take (a build kept: less than a trial)
         measured = 0
         for i, slot in enumerate(granted):

@@ -154,6 +154,13 @@ def test_best_and_top_k_rank_ok_trials_only(db: Database) -> None:
     with pytest.raises(ValueError):
         db.top_k(MM, -1)
 
+    # a space that dropped block 32 (the best): the best of its own points, then the rest
+    from tunex.space import Bool, Choice, Permutation, Space
+
+    now = Space([Choice("block", [16, 64, 128, 256]), Permutation("order", (0, 1, 2)),
+                 Bool("vec")])
+    assert db.best(MM, now) == ms[0] and db.top_k(MM, 10, now) == [ms[0], ms[5]]
+
     only_failures = Workload("matmul", "x", {"M": 1})
     db.record(only_failures, Measurement.failed(Config(b=1), Status.WRONG_RESULT))
     assert db.best(only_failures) is None and db.top_k(only_failures, 5) == []

@@ -451,16 +451,18 @@ class Records(Store):
 
         return self._read("read", query)
 
-    def best(self, workload: Workload) -> Measurement | None:
+    def best(self, workload: Workload, space: Space | None = None) -> Measurement | None:
         """The best config of ``workload`` as ranked by :meth:`top_k`; None without an ok trial.
 
         For a config measured once this is its stored measurement: the lowest median runtime
-        (:attr:`Measurement.value`) among the trials with status ok.
+        (:attr:`Measurement.value`) among the trials with status ok. ``space``: the best
+        that is one of its points (trials of an earlier version of the space do not count).
         """
-        top = self.top_k(workload, 1)
+        top = self.top_k(workload, 1, space)
         return top[0] if top else None
 
-    def top_k(self, workload: Workload, k: int) -> list[Measurement]:
+    def top_k(self, workload: Workload, k: int, space: Space | None = None
+              ) -> list[Measurement]:
         """The ``k`` best distinct configs of ``workload``, best first; failures never rank,
         nor does a config with a ``wrong_result`` trial, whatever its other trials gave.
 
@@ -476,7 +478,10 @@ class Records(Store):
         if k == 0:
             return []
         rows = self._read("read", lambda conn: self._trial_rows(conn, workload, ok_only=True))
-        return self._rank(rows)[:k]
+        ranked = self._rank(rows)
+        if space is not None:
+            ranked = [m for m in ranked if m.config in space]
+        return ranked[:k]
 
     def _rank(self, rows: Sequence[Any]) -> list[Measurement]:
         by_config: dict[str, list[Measurement]] = {}

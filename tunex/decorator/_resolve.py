@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from tunex.decorator import _runtime as R
 from tunex.decorator._configs import Entry
-from tunex.decorator._tune import best_in
 from tunex.errors import ConfigError, DatabaseError, TunexError
 from tunex.space import Space
 from tunex.trial import Config, Workload
@@ -191,7 +190,7 @@ class ResolutionMixin:
         db = None
         try:
             db = R.open_db(self.db_spec, create=False)
-            best = best_in(db, workload, space) if db is not None else None
+            best = db.best(workload, space) if db is not None else None
         except DatabaseError as exc:
             if mode == "on_miss":
                 raise
@@ -258,7 +257,7 @@ class ResolutionMixin:
         try:
             others = [w for w in db.workloads(kernel=self.name) if w != workload]
             for w, near in rank_workloads(others, workload):
-                best = best_in(db, w, space)
+                best = db.best(w, space)
                 if best is not None:  # else nothing of it is valid here: the next one
                     return best.config, f"nearest tuned workload in {db!r}: {near.reason}"
         except DatabaseError as exc:

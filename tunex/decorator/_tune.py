@@ -21,20 +21,11 @@ from tunex.decorator._target import CallTarget, best_of_siblings
 from tunex.errors import ConfigError
 from tunex.search import SearchStrategy, get_strategy
 from tunex.space import Space
-from tunex.trial import Config, Measurement, Workload
+from tunex.trial import Config, Workload
 
-__all__ = ["TuningMixin", "best_in"]
+__all__ = ["TuningMixin"]
 
 log = R.log
-
-
-def best_in(db: Any, workload: Workload, space: Space) -> Measurement | None:
-    """The database's best config of ``workload`` that belongs to ``space`` (a kernel whose
-    config list changed keeps its trials; only the ones still possible count)."""
-    for m in db.top_k(workload, 64):
-        if m.config in space:
-            return m
-    return None
 
 
 class _Listed(SearchStrategy):
@@ -149,7 +140,7 @@ class TuningMixin:
             executor.close()
             target.close()
         done = {m.config: m for m in db.measurements(workload)}
-        best = best_in(db, workload, space)
+        best = db.best(workload, space)
         new, secs = result.new_trials, result.seconds
         where = "built in parallel" if pool is not None else "JIT"
         if best is None:
