@@ -447,7 +447,7 @@ def cmd_db(args: argparse.Namespace) -> int:
         elif args.db_cmd == "workloads":
             from tunex.db import problem_label, target_label
 
-            found = [(w, db.count(w), db.best(w)) for w in db.workloads(args.kernel)]
+            found = [(w, db.count(w), db.best(w, db.space(w))) for w in db.workloads(args.kernel)]
             if args.json:
                 print(json.dumps([{"workload": w.digest, "kernel": w.kernel,
                                    "problem": dict(w.problem), "target": dict(w.target),

@@ -160,6 +160,9 @@ def test_best_and_top_k_rank_ok_trials_only(db: Database) -> None:
     now = Space([Choice("block", [16, 64, 128, 256]), Permutation("order", (0, 1, 2)),
                  Bool("vec")])
     assert db.best(MM, now) == ms[0] and db.top_k(MM, 10, now) == [ms[0], ms[5]]
+    assert db.best_per_workload() == [(MM, ms[3])]
+    db.declare_space(MM, now)  # what a search of the changed kernel declares: its best now
+    assert db.best_per_workload() == [(MM, ms[0])]
 
     only_failures = Workload("matmul", "x", {"M": 1})
     db.record(only_failures, Measurement.failed(Config(b=1), Status.WRONG_RESULT))

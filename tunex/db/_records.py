@@ -493,9 +493,16 @@ class Records(Store):
     def best_per_workload(self, kernel: str | None = None) -> list[tuple[Workload, Measurement]]:
         """(workload, best measurement) of every workload with an ok trial, in the order the
         workloads were first recorded; only those of ``kernel`` when given. "Best" is as in
-        :meth:`best`."""
+        :meth:`best`, among the points of the workload's declared space (:meth:`declare_space`:
+        trials of an earlier version of it are no config to ship or show as the best)."""
         rows = self._read("read", lambda conn: self._trial_rows(conn, kernel=kernel, ok_only=True))
-        return [(wl, self._rank(group)[0]) for wl, group in _grouped(rows)]
+        out = []
+        for wl, group in _grouped(rows):
+            space = self.space(wl)
+            best = [m for m in self._rank(group) if space is None or m.config in space]
+            if best:
+                out.append((wl, best[0]))
+        return out
 
     def workloads(self, kernel: str | None = None) -> list[Workload]:
         """Every workload in the database (only those of ``kernel`` when given), in the order
