@@ -860,47 +860,88 @@ def cold_cache_path(folder: Path, members: list[tuple[str, str]], seed: int,
     return folder / f"{family}-seed{seed}-budget{budget}-{digest}.pkl"
 
 
-def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_budget: int,
-                 variants: dict[str, str], optima: dict[str, float],
-                 cold_cache: str | None = None, warm_budget: int | None = None
-                 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """One (family, seed) task of ``--no-cold``: cold searches of every member by the default
-    ``model`` (the siblings' sources, of ``max(budget, source_budget)`` trials, run once, or
-    read from ``cold_cache``), then every variant's warm searches on the first
-    ``source_budget`` trials of each, of ``warm_budget`` trials (default ``budget``).
-    ``{variant: {space: record}}``."""
+def loo_cold_sources(members: list[tuple[str, str]], seed: int, budget: int,
+                     optima: dict[str, float], cold_cache: str | None = None
+                     ) -> dict[str, dict[str, Any]]:
+    """Cold searches of ``budget`` trials of every member by the default ``model`` (with their
+    measurements and workload), run once, or read from ``cold_cache``."""
     import pickle
 
     from tunex.search import register_strategy
     from tunex.search._model import ModelSearch
 
-    cold: dict[str, dict[str, Any]] | None = None
     cache = None
-    src_budget = max(budget, source_budget)  # the first source_budget trials are the sources
     if cold_cache:
-        cache = cold_cache_path(Path(cold_cache), members, seed, src_budget)
+        cache = cold_cache_path(Path(cold_cache), members, seed, budget)
         if cache.exists():
-            cold = pickle.loads(cache.read_bytes())
-    if cold is None:
-        register_strategy("model", ModelSearch)
-        cold = {space: run_tunex(Path(path), "model", seed, src_budget, optima[space],
-                                 keep_measurements=True) for space, path in members}
-        if cache is not None:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(pickle.dumps(cold))
-            tmp.replace(cache)
+            cold: dict[str, dict[str, Any]] = pickle.loads(cache.read_bytes())
+            return cold
+    register_strategy("model", ModelSearch)
+    cold = {space: run_tunex(Path(path), "model", seed, budget, optima[space],
+                             keep_measurements=True) for space, path in members}
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(cold))
+        tmp.replace(cache)
+    return cold
+
+
+@functools.cache
+def _kernel_and_names(path: str) -> tuple[str, frozenset[str]]:
+    target = ReplayTarget(Path(path))
+    return target.workload().kernel, frozenset(target.space.names)
+
+
+def related_spaces(space: str, path: str, others: list[tuple[str, str]]) -> list[str]:
+    """The spaces among ``others`` of another kernel whose parameters include more than half
+    of ``space``'s: the kernels a user would name with ``--like`` (``Tuner(like=...)``) for
+    a kernel's first search, by the rule its model keeps their trials by."""
+    kernel, names = _kernel_and_names(path)
+    out = []
+    for s, p in others:
+        k, n = _kernel_and_names(p)
+        if k != kernel and 2 * len(names & n) > len(names):
+            out.append(s)
+    return out
+
+
+def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_budget: int,
+                 variants: dict[str, str], optima: dict[str, float],
+                 cold_cache: str | None = None, warm_budget: int | None = None,
+                 related: list[list[tuple[str, str]]] | None = None
+                 ) -> dict[str, dict[str, dict[str, Any]]]:
+    """One (family, seed) task of ``--no-cold``: cold searches of every member by the default
+    ``model`` (the siblings' sources, of ``max(budget, source_budget)`` trials, run once, or
+    read from ``cold_cache``), then every variant's warm searches on the first
+    ``source_budget`` trials of each, of ``warm_budget`` trials (default ``budget``).
+    ``related`` (``--sources other-kernels``): the other families; a member's sources are
+    then their cold searches of the spaces :func:`related_spaces` names, not its siblings'.
+    ``{variant: {space: record}}``."""
+    from tunex.search import register_strategy
+
+    src_budget = max(budget, source_budget)  # the first source_budget trials are the sources
+    cold = loo_cold_sources(members, seed, src_budget, optima, cold_cache)
+    pool = dict(cold)
+    names: dict[str, list[str]] = {}
+    for space, path in members:
+        names[space] = [s for s, _ in members if s != space]
+        if related is not None:
+            names[space] = related_spaces(space, path, [m for g in related for m in g])
+            for group in related:
+                if any(s in names[space] for s, _ in group) and group[0][0] not in pool:
+                    pool.update(loo_cold_sources(group, seed, src_budget, optima, cold_cache))
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name, options_json in variants.items():
         register_strategy("model", variant_class(options_json))
         for space, path in members:
-            sources = [(cold[s]["_workload"], cold[s]["_measurements"][:source_budget])
-                       for s, _ in members if s != space]
+            sources = [(pool[s]["_workload"], pool[s]["_measurements"][:source_budget])
+                       for s in names[space]]
             if not sources:
                 continue
             rec = run_tunex(Path(path), "model", seed, warm_budget or budget, optima[space],
                             warm=sources)
-            rec["sources"] = [s for s, _ in members if s != space]
+            rec["sources"] = names[space]
             out.setdefault(name, {})[space] = {
                 "warm": rec,
                 "cold_default": {k: v for k, v in cold[space].items() if not k.startswith("_")}}
@@ -941,7 +982,8 @@ def loo_main(args: argparse.Namespace) -> int:
                 continue
             for seed in range(args.seed_start, args.seed_start + args.seeds):
                 key = {"budget": args.budget, "code": tunex_code(),
-                       "source_budget": args.source_budget, "sources": "default model, cold",
+                       "source_budget": args.source_budget, "sources": "default model, cold"
+                       + (", other kernels" if args.sources == "other-kernels" else ""),
                        **({"warm_budget": args.warm_budget} if args.warm_budget else {})}
                 todo = {n: o for n, o in opts_all.items() if not (args.reuse and all(
                     matches(doc["runs"].get(n, {}).get(s, {}).get(str(seed)),
@@ -988,8 +1030,10 @@ def loo_main(args: argparse.Namespace) -> int:
         _name, _family, members, seed, opts, _key = task
         if args.no_cold:
             return (run_loo_warm, members, seed, args.budget, args.source_budget, _name,
-                    {s: facts[s]["optimum"] for s, _ in members},
-                    str(args.cold_cache) if args.cold_cache else None, args.warm_budget)
+                    {s: facts[s]["optimum"] for s in spaces},
+                    str(args.cold_cache) if args.cold_cache else None, args.warm_budget,
+                    [g for g in families.values() if g is not members]
+                    if args.sources == "other-kernels" else None)
         return (run_loo_family, members, seed, args.budget, args.source_budget, opts,
                 {s: facts[s]["optimum"] for s, _ in members}, not args.no_warm)
 
@@ -1425,6 +1469,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "give, as a tuning database sees them, so that versions of one kernel "
                         "with different spaces (convolution/ and convolution_kt/) learn from "
                         "each other")
+    p.add_argument("--sources", choices=("siblings", "other-kernels"), default="siblings",
+                   help="(--loo --no-cold) what a warm search starts from: its siblings, or "
+                        "(other-kernels) the spaces of other kernels whose parameters include "
+                        "more than half of its own, as a kernel's first search in a database of "
+                        "other kernels does")
     p.add_argument("--variants", default='{"model": {}}',
                    help='(--loo) JSON {name: options of the model strategy}')
     p.add_argument("--no-warm", action="store_true", help="(--loo) cold searches only")
@@ -1463,6 +1512,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--no-cold goes with --loo, and not with --no-warm or --compare")
     if (args.cold_cache or args.warm_budget) and not args.no_cold:
         p.error("--cold-cache and --warm-budget go with --no-cold")
+    if args.sources != "siblings" and not args.no_cold:
+        p.error("--sources goes with --no-cold")
     if args.loo and not args.no_cold and not args.no_warm and args.source_budget > args.budget:
         print(f"note: the warm searches' sources are the cold searches of --budget "
               f"{args.budget} trials, not --source-budget {args.source_budget} (--no-cold "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -99,6 +100,23 @@ def test_a_warm_start_takes_trials_of_an_older_space_of_the_kernel(tmp_path, cap
     tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
     assert tr["used"] == 1 and tr["other_space"] == 1 and tr["trials"] == 12
     assert tr["first"] == []  # none of its configs is a point of the newer space
+
+
+def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
+    data = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
+    db = str(tmp_path / "l.db")
+    assert main(["search", "--target", f"replay:{data / 'matmul_H200_1024x1024x1024.json.gz'}",
+                 "--budget", "10trials", "--db", db, "-q", "--seed", "0"]) == 0
+    tma = f"replay:{data / 'matmul_tma_H200_1024x1024x1024.json.gz'}"
+    capsys.readouterr()
+    assert main(["search", "--target", tma, "--budget", "3trials", "--db", db, "--seed", "0",
+                 "--like", "matmul", "-q"]) == 0
+    tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
+    assert tr["kernels"] == ["matmul"] and tr["used"] == 1
+    from tunex.cli import _transfer_text
+
+    assert "(10 trials; of kernels named by --like among them: matmul)" in _transfer_text(
+        tr, None)
 
 
 @pytest.mark.parametrize("argv,message", [

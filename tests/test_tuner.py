@@ -3,11 +3,22 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from tests._data import recorded
-from tunex import Budget, BudgetError, Config, Database, Measurement, Status, Tuner, Workload
+from tunex import (
+    Budget,
+    BudgetError,
+    Config,
+    ConfigError,
+    Database,
+    Measurement,
+    Status,
+    Tuner,
+    Workload,
+)
 from tunex.cluster import InlineExecutor
 from tunex.search import SearchStrategy
 from tunex.space import Int, Space
@@ -295,6 +306,27 @@ def test_trials_of_an_earlier_space_of_the_workload_join_the_warm_start(tmp_path
         cold = Tuner(target, grown, workload=w, db=db, strategy="model", seed=0,
                      budget="4trials", transfer=False).run()
         assert cold.transfer is None and cold.trials == 4 and db.count(w) == 24
+
+
+def test_a_kernel_named_like_another_starts_from_its_trials(tmp_path):
+    """A matmul with TMA, searched for the first time, learns from the plain matmul's trials
+    when told it is like it (their configs lack its SUBTILE and FLATTEN); without ``like`` it
+    starts cold, and a kernel name that is not a list is refused."""
+    data = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
+    plain = ReplayTarget(data / "matmul_H200_1024x1024x1024.json.gz")
+    tma = ReplayTarget(data / "matmul_tma_H200_1024x1024x1024.json.gz")
+    with Database(tmp_path / "l.db") as db:
+        Tuner(plain, plain.space, db=db, strategy="random", seed=0, budget="30trials").run()
+        cold = Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="2trials").run()
+        assert cold.transfer is None  # nothing of its own kernel in the database
+        tuner = Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="4trials",
+                      like=["matmul", "matmul_tma"])
+        res = tuner.run()
+        assert res.transfer is not None and res.transfer["used"] == 1
+        assert res.transfer["kernels"] == ["matmul"] and res.transfer["other_space"] == 1
+        assert tuner.strategy._other is not None and len(tuner.strategy._other[1]) == 30
+    with pytest.raises(ConfigError, match="list of kernel names"):
+        Tuner(tma, tma.space, like="matmul")
 
 
 def test_default_executor_is_inline():

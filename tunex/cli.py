@@ -175,7 +175,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             hooks.append(mirror)
         tuner = Tuner(target, space, workload=workload, db=db, strategy=args.strategy,
                       budget=budget, executor=executor, batch=args.batch, seed=args.seed,
-                      patience=args.patience, transfer=not args.no_transfer,
+                      patience=args.patience, transfer=not args.no_transfer, like=args.like,
                       # a kernel's own default first: no search reports worse than it (a
                       # recorded space's "default" is only its first values)
                       first=[] if target.name == "replay" else [space.default()],
@@ -334,8 +334,11 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
     if not tr["used"]:
         return (f"{n} other workload{'s' * (n != 1)} of this kernel in the database, none used: "
                 + (tr.get("why") or f"left out: {left}"))
+    kernels = tr.get("kernels") or []
     out = (f"warm start from {tr['used']} of {n} other workload{'s' * (n != 1)} "
-           f"({tr['trials']:,} trials)" + (f"; left out: {left}" if left else ""))
+           f"({tr['trials']:,} trials"
+           + (f"; of kernels named by --like among them: {', '.join(kernels)}" if kernels else "")
+           + ")" + (f"; left out: {left}" if left else ""))
     if tr.get("other_space"):
         k = tr["other_space"]
         out += (f"; {k} of them recorded under another version of this space (their configs "
@@ -758,6 +761,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after this many trials without a 1%% gain")
     s.add_argument("--no-transfer", action="store_true",
                    help="do not warm-start from other workloads in the database")
+    s.add_argument("--like", action="append", default=[], metavar="KERNEL",
+                   help="also warm-start from this other kernel's workloads in the database "
+                   "(repeatable): a variant of a kernel tuned before, whose configs name most "
+                   "of this space's parameters")
     s.add_argument("--no-baseline", action="store_true",
                    help="C kernels: do not measure the winner against the kernel's plain C "
                    "form at -O3 when the search ends")

@@ -139,6 +139,13 @@ class Tuner:
         remeasure: trials kept aside (within the budget) to measure again the leaders within 3%
             of the best before declaring a winner (noisy targets only).
         transfer: warm-start the strategy from other workloads of the same kernel in the db.
+        like: other kernels whose workloads in the db also warm-start it (a variant of a
+            kernel tuned before: a matmul with TMA after the matmul); their configs train
+            the model where they name more than half of this space's parameters. Named, not
+            guessed: leave-one-out, a kernel's first search from its variants' trials reaches
+            95% in a tenth of the trials, and from unrelated kernels that share parameter
+            names (a convolution's block sizes for a dedispersion) slower than cold
+            (benchmarks/RESULTS.md).
         first: configs to measure before the strategy proposes (a default config, the best
             configs of related workloads); each is told to the strategy like any trial.
         on_trial: called with each recorded measurement and its trial number.
@@ -152,7 +159,8 @@ class Tuner:
                  db: Database | None = None, strategy: str | SearchStrategy = DEFAULT_STRATEGY,
                  budget: Budget | str = "100trials", executor: Executor | None = None,
                  batch: int | None = None, seed: int | None = None, patience: int | None = None,
-                 remeasure: int = 4, transfer: bool = True, first: Sequence[Config] = (),
+                 remeasure: int = 4, transfer: bool = True, like: Sequence[str] = (),
+                 first: Sequence[Config] = (),
                  on_trial: Callable[[Measurement, int], None] | None = None,
                  progress: bool = False, started: float | None = None) -> None:
         for what, value, least in (("patience", patience, 1), ("batch", batch, 1),
@@ -190,6 +198,10 @@ class Tuner:
         self.patience = patience
         self.remeasure = remeasure
         self.transfer = transfer
+        if isinstance(like, str) or not all(isinstance(k, str) and k for k in like):
+            raise ConfigError(f"Tuner like={like!r}: give a list of kernel names, e.g. "
+                              "['matmul']")
+        self.like = [k for k in dict.fromkeys(like) if k != workload.kernel]
         self.first = list(dict.fromkeys(c for c in first if c in space))
         self.on_trial = on_trial
         self.progress = progress
@@ -224,6 +236,8 @@ class Tuner:
             others = self.db.history(kernel=self.workload.kernel, exclude=self.workload)
             if older:
                 others = [(self.workload, older), *others]
+            for kernel in self.like:  # named related kernels
+                others = [*others, *self.db.history(kernel=kernel)]
             if others:
                 self.strategy.warm_start(others, current=self.workload)
                 transfer = getattr(self.strategy, "transfer_", None) or {

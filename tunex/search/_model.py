@@ -335,6 +335,9 @@ class ModelSearch(SearchStrategy):
         self._told_at_fit = -1
         self.transfer_ = {
             "workloads": len(usable), "used": len(X), "trials": sum(len(v) for v in y),
+            # other kernels among them (a kernel's first search learns from related ones)
+            "kernels": sorted({w.kernel for w, _ in usable} - {current.kernel}) if current
+            else [],
             "left_out": {"no config in this space": outside, "flat top": flat},
             # workloads whose trials include configs of another version of the space
             "other_space": foreign,
