@@ -1041,6 +1041,23 @@ def test_gpu_on_miss_builds_in_the_pool_and_keeps_reset_to_zero(db_path: Path) -
     assert all(m.compile_ms is not None and len(m.times_ms) >= 5 for m in ms)
 
 
+def test_a_kernel_like_another_starts_its_tuning_from_the_others_trials(db_path: Path) -> None:
+    """``like=["add_a"]``: the second kernel's tuning warm-starts from the first's trials (the
+    selection counts the workload it learned from); without it, it starts cold."""
+    space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
+    bench = lambda call, config: [1.0 + abs(np.log2(config["BLOCK"] / 256))]  # noqa: E731
+    opts = dict(space=space, key={"n": "pow2"}, mode="on_miss", db=str(db_path), bench=bench,
+                remeasure=0)
+    call_add(tunex.autotune(name="add_a", budget="12trials", **opts)(jit(add_kernel)), 100)
+    for like, used in (([], 0), (["add_a"], 1)):
+        k = tunex.autotune(name=f"add_b{len(like)}", budget="3trials", like=like,
+                           **opts)(jit(add_kernel))
+        call_add(k, 100)
+        assert k.last.source == "tuned" and k.last.transfer == used
+    with pytest.raises(ConfigError, match="like='add_a'"):
+        tunex.autotune(space=space, key=["n"], like="add_a")
+
+
 def test_patience_stops_a_search_that_no_longer_gains(db_path: Path) -> None:
     space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
     flat = lambda call, config: [1.0]  # noqa: E731 - every config alike

@@ -49,6 +49,9 @@ class AutotuneOptions:
             ``"optuna:tpe"``), whatever form the budget takes.
         patience: stop tuning a workload after this many trials without a 1% gain (``None``:
             only the budget stops it).
+        like: names of other kernels this one is a variant of (``["matmul"]`` for a matmul
+            with TMA): their trials in the database also warm-start its tuning, as
+            ``tunex search --like`` (:class:`~tunex.tuner.Tuner`'s ``like``).
         db: the tuning database (path, URL or :class:`~tunex.db.Database`); default
             ``TUNEX_DB``, else ``~/.cache/tunex/tunex.db``.
         name: the kernel's name in workloads (default: the function's name).
@@ -87,6 +90,7 @@ class AutotuneOptions:
     budget: Any = DEFAULT_BUDGET
     strategy: str = "model"
     patience: int | None = 20
+    like: Sequence[str] = ()
     db: Any = None
     name: str | None = None
     default: Any = None
@@ -173,6 +177,9 @@ class AutotuneOptions:
                                           or self.patience < 1):
             raise ConfigError(f"@tunex.autotune patience={self.patience!r}: give a number of "
                               "trials >= 1, or None")
+        if isinstance(self.like, str) or not all(isinstance(k, str) and k for k in self.like):
+            raise ConfigError(f"@tunex.autotune like={self.like!r}: give a list of kernel names, "
+                              "e.g. like=['matmul']")
         from tunex.search._base import check_seed
 
         check_seed(self.seed, "@tunex.autotune")
