@@ -109,12 +109,19 @@ def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
                  "--budget", "10trials", "--db", db, "-q", "--seed", "0"]) == 0
     tma = f"replay:{data / 'matmul_tma_H200_1024x1024x1024.json.gz'}"
     capsys.readouterr()
-    assert main(["search", "--target", tma, "--budget", "3trials", "--db", db, "--seed", "0",
+    # without --like the summary names the kernel it could start from, and uses nothing
+    assert main(["search", "--target", tma, "--budget", "2trials", "--db", db + "x", "-q"]) == 0
+    assert "transfer" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(["search", "--target", tma, "--budget", "2trials", "--db", db, "-q"]) == 0
+    tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
+    assert tr == {"workloads": 0, "used": 0, "like_candidates": ["matmul"]}
+    from tunex.cli import _transfer_text
+
+    assert _transfer_text(tr, None).endswith("--like matmul")
+    assert main(["search", "--target", tma, "--budget", "5trials", "--db", db, "--seed", "0",
                  "--like", "matmul", "-q"]) == 0
     tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
     assert tr["kernels"] == ["matmul"] and tr["used"] == 1
-    from tunex.cli import _transfer_text
-
     assert "(10 trials; of kernels named by --like among them: matmul)" in _transfer_text(
         tr, None)
 

@@ -318,7 +318,8 @@ def test_a_kernel_named_like_another_starts_from_its_trials(tmp_path):
     with Database(tmp_path / "l.db") as db:
         Tuner(plain, plain.space, db=db, strategy="random", seed=0, budget="30trials").run()
         cold = Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="2trials").run()
-        assert cold.transfer is None  # nothing of its own kernel in the database
+        assert cold.transfer == {"workloads": 0, "used": 0,  # none of its own kernel:
+                                 "like_candidates": ["matmul"]}  # what like= could name
         tuner = Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="4trials",
                       like=["matmul", "matmul_tma"])
         res = tuner.run()

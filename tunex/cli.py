@@ -330,6 +330,11 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
     from tunex.trial import Config
 
     n = tr["workloads"]
+    near = tr.get("like_candidates")
+    if near:
+        return (f"no other workload of this kernel in the database; {', '.join(near)}, whose "
+                "spaces name most of its parameters, could start it if it is a variant of "
+                "them: --like " + " --like ".join(near))
     left = ", ".join(f"{k} {v}" for k, v in tr.get("left_out", {}).items() if v)
     if not tr["used"]:
         return (f"{n} other workload{'s' * (n != 1)} of this kernel in the database, none used: "

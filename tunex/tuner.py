@@ -245,6 +245,10 @@ class Tuner:
                     "why": f"strategy {self.strategy.name!r} does not learn from other workloads"}
                 log.info("warm start from %d of %d other workloads", transfer["used"],
                          len(others))
+            elif not prior:  # a kernel's first search: say which kernels --like could name
+                near = self._like_candidates()
+                if near:
+                    transfer = {"workloads": 0, "used": 0, "like_candidates": near}
         # the other workloads' best configs the strategy proposes first, to be marked so
         seeded = {Config(c) for c in (transfer or {}).get("first", ())}
         if prior:
@@ -411,6 +415,25 @@ class Tuner:
 
     def _measured_elsewhere(self, configs: set[Config]) -> list[Measurement]:
         return [m for m in self.db.measurements(self.workload) if m.config in configs]
+
+    def _like_candidates(self) -> list[str]:
+        """Other kernels in the database (judged by the first workload of each) whose declared
+        space names more than half of this space's parameters: what ``like`` could name.
+        Listed, not used: a kernel that shares parameter names may still mislead."""
+        names = set(self.space.names)
+        seen: set[str] = {self.workload.kernel}
+        out: list[str] = []
+        for w in self.db.workloads():
+            if w.kernel in seen:
+                continue
+            seen.add(w.kernel)
+            try:
+                space = self.db.space(w)
+            except TunexError:  # a damaged declaration says nothing either way
+                continue
+            if space is not None and 2 * len(names & set(space.names)) > len(names):
+                out.append(w.kernel)
+        return out
 
     def _remeasure(self, n: int, claims: _Claims, limit: int | None,
                    deadline: float | None = None, latency: Sequence[float] = ()) -> int:
