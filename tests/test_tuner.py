@@ -308,7 +308,7 @@ def test_trials_of_an_earlier_space_of_the_workload_join_the_warm_start(tmp_path
         assert cold.transfer is None and cold.trials == 4 and db.count(w) == 24
 
 
-def test_a_kernel_named_like_another_starts_from_its_trials(tmp_path):
+def test_a_kernel_named_like_another_starts_from_its_trials(tmp_path, caplog):
     """A matmul with TMA, searched for the first time, learns from the plain matmul's trials
     when told it is like it (their configs lack its SUBTILE and FLATTEN); without ``like`` it
     starts cold, and a kernel name that is not a list is refused."""
@@ -326,6 +326,9 @@ def test_a_kernel_named_like_another_starts_from_its_trials(tmp_path):
         assert res.transfer is not None and res.transfer["used"] == 1
         assert res.transfer["kernels"] == ["matmul"] and res.transfer["other_space"] == 1
         assert tuner.strategy._other is not None and len(tuner.strategy._other[1]) == 30
+        Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="5trials",
+              like=["matmul_v2"]).run()
+        assert "like 'matmul_v2': no workload of that kernel in the database" in caplog.text
     with pytest.raises(ConfigError, match="list of kernel names"):
         Tuner(tma, tma.space, like="matmul")
 

@@ -237,7 +237,11 @@ class Tuner:
             if older:
                 others = [(self.workload, older), *others]
             for kernel in self.like:  # named related kernels
-                others = [*others, *self.db.history(kernel=kernel)]
+                theirs = self.db.history(kernel=kernel)
+                if not theirs:
+                    log.warning("like %r: no workload of that kernel in the database (tunex db "
+                                "workloads lists the kernels tuned in it)", kernel)
+                others = [*others, *theirs]
             if others:
                 self.strategy.warm_start(others, current=self.workload)
                 transfer = getattr(self.strategy, "transfer_", None) or {
