@@ -12,7 +12,7 @@ import numpy as np
 from tunex.space import Pow2, Space
 from tunex.trial import Config, Measurement, Workload, flatten
 
-__all__ = ["FeatureExtractor", "flatten"]
+__all__ = ["FeatureExtractor", "flatten", "trainable"]
 
 _PAIR_LIMIT = 128  # relative pair columns at most (``relative_pairs``)
 
@@ -33,15 +33,14 @@ def trainable(space: Space, measurements: Sequence[Measurement], other_spaces: b
     (recorded before a parameter was added, or with a value since dropped), which
     :meth:`FeatureExtractor.transform` encodes with ``partial``."""
     names = space.names
-
-    def fits(c: Mapping[str, Any]) -> bool:
-        return all(n in c and c[n] in space.param(n) for n in names)
-
-    exact = [m for m in measurements if fits(m.config)]
-    if not other_spaces:
-        return exact, False
-    other = [m for m in measurements if not fits(m.config)
-             and 2 * sum(n in m.config for n in names) > len(names)]
+    exact: list[Measurement] = []
+    other: list[Measurement] = []
+    for m in measurements:
+        c = m.config
+        if all(n in c and c[n] in space.param(n) for n in names):
+            exact.append(m)
+        elif other_spaces and 2 * sum(n in c for n in names) > len(names):
+            other.append(m)
     return exact + other, bool(other)
 
 
@@ -190,7 +189,6 @@ class FeatureExtractor:
             a, i, b, j = np.array(self._pairs).T
             out = np.hstack([out, R[:, a, i] + R[:, b, j]])
         return out
-
 
     @property
     def feature_names(self) -> list[str]:

@@ -87,22 +87,17 @@ class Param:
 
     def encode_any(self, value: Any) -> list[float]:
         """:meth:`encode` of a value that may lie outside the domain (a config recorded under
-        another version of the space): a finite number where this parameter's encoding is the
-        number itself or its log2, ``nan`` (unknown to a cost model) for anything else."""
+        another version of the space): a finite number where this parameter's domain is
+        numbers (its encoding the number itself or its log2), ``nan`` (unknown to a cost
+        model) for anything else."""
         if value in self:
             return self.encode(value)
-        nan = [math.nan] * self.width
-        if not (isinstance(value, numbers.Real) and not isinstance(value, bool)
-                and math.isfinite(value)) or self.width != 1:
-            return nan
-        if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in self.values):
-            return nan  # an index or a flag: a value outside the domain has no place in it
-        if isinstance(self, Pow2) and value <= 0:
-            return nan
-        try:
+        numeric = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                   and math.isfinite(value))
+        if numeric and self.width == 1 and all(
+                isinstance(v, numbers.Real) and not isinstance(v, bool) for v in self.values):
             return self.encode(value)
-        except (SpaceError, ValueError):  # an encoding by position
-            return nan
+        return [math.nan] * self.width
 
     def neighbours(self, value: Any) -> list[Any]:
         """Values one step away: adjacent ones if ordered, all others otherwise."""
@@ -165,6 +160,11 @@ class Pow2(Param):
 
     def encode(self, value: Any) -> list[float]:
         return [math.log2(value)]
+
+    def encode_any(self, value: Any) -> list[float]:
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) and value <= 0:
+            return [math.nan]  # no log2
+        return super().encode_any(value)
 
 
 class Choice(Param):
