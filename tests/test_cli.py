@@ -124,6 +124,11 @@ def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
     assert tr["kernels"] == ["matmul"] and tr["used"] == 1
     assert "(10 trials; of kernels named by --like among them: matmul)" in _transfer_text(
         tr, None)
+    unusable = {"workloads": 1, "used": 0, "kernels": ["cn_pnpoly"],
+                "left_out": {"no config in this space": 1}}
+    assert _transfer_text(unusable, None) == (
+        "1 other workload of this kernel or of cn_pnpoly (--like) in the database, none used: "
+        "left out: no config in this space 1")
 
 
 @pytest.mark.parametrize("argv,message", [

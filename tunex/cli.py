@@ -336,10 +336,11 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
                 "spaces name most of its parameters, could start it if it is a variant of "
                 "them: --like " + " --like ".join(near))
     left = ", ".join(f"{k} {v}" for k, v in tr.get("left_out", {}).items() if v)
-    if not tr["used"]:
-        return (f"{n} other workload{'s' * (n != 1)} of this kernel in the database, none used: "
-                + (tr.get("why") or f"left out: {left}"))
     kernels = tr.get("kernels") or []
+    if not tr["used"]:
+        return (f"{n} other workload{'s' * (n != 1)} of this kernel"
+                + (f" or of {', '.join(kernels)} (--like)" if kernels else "")
+                + " in the database, none used: " + (tr.get("why") or f"left out: {left}"))
     out = (f"warm start from {tr['used']} of {n} other workload{'s' * (n != 1)} "
            f"({tr['trials']:,} trials"
            + (f"; of kernels named by --like among them: {', '.join(kernels)}" if kernels else "")
