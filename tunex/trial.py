@@ -73,7 +73,12 @@ class Config(Mapping[str, Any]):
     def __init__(self, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
         data = dict(values or {}, **kwargs)
         self._data = {k: config_value(data[k]) for k in sorted(data)}
-        self._key = canonical_json(self._data)
+        if all(type(k) is str for k in self._data):
+            # the canonical form already: sorted text keys, Python values (tuples write as
+            # lists); skips canonical_json's conversion walk, which most of a config's cost was
+            self._key = json.dumps(self._data, separators=(",", ":"))
+        else:
+            self._key = canonical_json(self._data)
         self._hash = hash(self._key)
 
     @property

@@ -1066,3 +1066,24 @@ def test_import_refuses_a_record_it_cannot_store_naming_record_and_field(
         assert dst.workloads() == []
         dst.record(MM, ok(Config(block=32), 2.0))
         assert dst.export(io.StringIO(), format="csv") == 1
+
+
+def test_a_declared_space_is_not_counted_again(db: Database, monkeypatch) -> None:
+    """A search declares the space it has counted; the database keeps that one (counting a
+    large constrained space takes seconds) unless only part of it could be written out."""
+    from tunex.space import Choice, Int, Space
+
+    space = Space([Int("a", 0, 40), Int("b", 0, 40)], ["a * b <= 300", "a != b"])
+    size = space.size
+    counted: list[int] = []
+    real = Space._count
+    monkeypatch.setattr(Space, "_count", lambda self, *a: counted.append(1) or real(self, *a))
+    db.declare_space(MM, space)
+    kept = db.space(MM)
+    assert kept is not None and kept.size == size and not counted
+    assert Config(a=3, b=3) not in kept and Config(a=3, b=4) in kept
+    # a callable constraint is not stored: the database keeps the parameters' domains only
+    partial = Space([Choice("a", [1, 2, 3])], [lambda a: a != 2])
+    db.declare_space(MM2, partial)
+    kept = db.space(MM2)
+    assert kept is not None and kept is not partial and kept.size == 3

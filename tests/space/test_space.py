@@ -96,6 +96,21 @@ def test_count_enumerate_and_membership_match_brute_force():
         s.validate(bad)
 
 
+def test_walks_and_enumeration_stay_exact_past_the_tables_kept(monkeypatch):
+    """Counting keeps, per level, a table of the values with valid completions (keyed like the
+    counts), which drawing and listing points look up; past ``_TABLES_LIMIT`` tables none is
+    kept and they are made again when needed, which must not change a rank's point."""
+    s = matmul_space().bind(M=64, smem=65536)
+    ref = list(s)
+    assert [s.at(i) for i in range(s.size)] == ref
+    monkeypatch.setattr(Space, "_TABLES_LIMIT", 3)
+    small = matmul_space().bind(M=64, smem=65536)
+    assert [small.at(i) for i in range(small.size)] == ref
+    assert list(small) == ref
+    assert small._tables_size <= 3 < s._tables_size
+    assert small.sample(40, rng=5) == s.sample(40, rng=5)
+
+
 def test_sampling_is_uniform_over_valid_points():
     s = Space([Int("a", 0, 9), Int("b", 0, 9)], ["a + b <= 6", "a != 3"])
     n = s.size

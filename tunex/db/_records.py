@@ -186,7 +186,10 @@ class Records(Store):
             stored = conn.execute(sa.select(w.space).where(w.id == wid)).scalar()
             if stored != doc:
                 conn.execute(S.workloads.update().where(w.id == wid).values(space=doc))
-            self._spaces[wid] = (doc, Space.from_dict(json.loads(doc)))
+            d = json.loads(doc)
+            # a space written out whole is the one given: keep it, with the valid points it has
+            # counted already (counting a large constrained space again takes seconds)
+            self._spaces[wid] = (doc, Space.from_dict(d) if d.get("partial") else space)
 
         self._write("declare a space in", tx)
 

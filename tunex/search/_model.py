@@ -433,7 +433,7 @@ class ModelSearch(SearchStrategy):
             self.features.transform(cands, self.workload))
         self._model = model
         scores = model.predict(CX) + self.rng.uniform(0, 1e-9, len(cands))
-        self._order = [cands[i] for i in np.argsort(-scores)]
+        self._order = [cands[i] for i in np.argsort(-scores).tolist()]  # ints index fast
         self._pos = 0
         self._told_at_fit = len(self.history)
 

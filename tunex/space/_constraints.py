@@ -41,6 +41,9 @@ _MAX_EXPONENT = 128
 _MAX_SEQUENCE = 100_000
 
 
+_NUMBERS = (int, float, bool)
+
+
 class _TooCostly(Exception):
     pass
 
@@ -53,6 +56,8 @@ def _pow(a: Any, b: Any) -> Any:
 
 
 def _mul(a: Any, b: Any) -> Any:
+    if type(a) in _NUMBERS and type(b) in _NUMBERS:  # the common case: no sequence to build
+        return a * b
     for seq, n in ((a, b), (b, a)):
         if (isinstance(seq, (str, list, tuple)) and isinstance(n, int)
                 and len(seq) * n > _MAX_SEQUENCE):
@@ -68,6 +73,9 @@ def _lshift(a: Any, b: Any) -> Any:
 
 
 _GUARDS = {"_tx_pow": _pow, "_tx_mul": _mul, "_tx_lshift": _lshift}
+#: What an expression string sees besides the names it reads: no builtins, the pure functions
+#: and the guards.
+_GLOBALS: dict[str, Any] = {"__builtins__": {}, **_FUNCTIONS, **_GUARDS}
 _GUARDED_OPS = {ast.Pow: "_tx_pow", ast.Mult: "_tx_mul", ast.LShift: "_tx_lshift"}
 
 
@@ -106,8 +114,15 @@ class Constraint:
             tree = self._parse(rule)
             found = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
                            - set(_FUNCTIONS))
-            guarded = ast.fix_missing_locations(_Guard().visit(tree))
-            self._code = compile(guarded, "<constraint>", "eval")
+            guarded = _Guard().visit(tree)
+            # compiled once into a function of the names it reads: a constraint is checked for
+            # every point a space counts, so a call must not build dictionaries
+            fn_tree = ast.Expression(ast.Lambda(
+                ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in found], kwonlyargs=[],
+                              kw_defaults=[], defaults=[]), guarded.body))
+            self._expr: Callable[..., Any] = eval(  # parsed and vetted above
+                compile(ast.fix_missing_locations(fn_tree), "<constraint>", "eval"), _GLOBALS)
+            self._reads = tuple(found)
             self.names: tuple[str, ...] = tuple(names if names is not None else found)
             self._fn: Callable[[Mapping[str, Any]], Any] = self._eval_expr
         elif callable(rule):
@@ -152,7 +167,7 @@ class Constraint:
 
     def _eval_expr(self, env: Mapping[str, Any]) -> Any:
         try:
-            return eval(self._code, {"__builtins__": {}, **_FUNCTIONS, **_GUARDS}, dict(env))
+            return self._expr(*[env[n] for n in self._reads])
         except _TooCostly as e:
             raise SpaceError(f"constraint {self.description!r} {e}; constraints are checked "
                              "for every point, so they must stay cheap") from None

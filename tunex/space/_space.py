@@ -13,6 +13,7 @@ enumeration cheap.
 from __future__ import annotations
 
 import ast
+import bisect
 import itertools
 import json
 import logging
@@ -99,6 +100,7 @@ class Space:
     """
 
     _MEMO_LIMIT = 4_000_000
+    _TABLES_LIMIT = 100_000  # tables of valid values kept for drawing points (see _expand)
 
     def __init__(self, params: Sequence[Param],
                  constraints: Iterable[Constraint | Callable[..., Any] | str] = (),
@@ -203,6 +205,9 @@ class Space:
             self._frontier.append(tuple(front))
         self._memo: list[dict[tuple[Any, ...], int]] = [{} for _ in range(n + 1)]
         self._memo_size = 0
+        self._tables: list[dict[tuple[Any, ...], tuple[list[Any], list[int]]]] = [
+            {} for _ in range(n + 1)]
+        self._tables_size = 0
         self._size: int | None = None
         self._evals = 0
         self._next_tick = 50_000
@@ -266,28 +271,15 @@ class Space:
 
     def _count(self, level: int, values: list[Any], env: dict[str, Any]) -> int:
         """Number of valid completions of the first ``level`` placed values."""
-        n = len(self._order)
-        if level == n:
+        if level == len(self._order):
             return 1
         key = tuple(values[i] for i in self._frontier[level])
-        memo = self._memo[level]
-        hit = memo.get(key)
+        hit = self._memo[level].get(key)
         if hit is not None:
             return hit
-        p = self._order[level]
-        total = 0
-        self._evals += len(p.values)
-        if self._evals >= self._next_tick:
-            self._next_tick = self._evals + 50_000
-            self._tick()
-        for v in p.values:
-            env[p.name] = v
-            values.append(v)
-            if self._ok(level + 1, env):
-                total += self._count(level + 1, values, env)
-            values.pop()
-        del env[p.name]
-        memo[key] = total
+        _, running = self._expand(level, values, env, key, counting=True)
+        total = running[-1] if running else 0
+        self._memo[level][key] = total
         self._memo_size += 1
         if self._memo_size > self._MEMO_LIMIT:
             raise SpaceError(
@@ -295,6 +287,48 @@ class Space:
                 "exactly; split a large constraint into smaller ones"
             )
         return total
+
+    def _expand(self, level: int, values: list[Any], env: dict[str, Any],
+                key: tuple[Any, ...], counting: bool = False) -> tuple[list[Any], list[int]]:
+        """The values of the parameter placed at ``level`` that have a valid completion, each
+        with the running total of the completions up to it, given the placed ``values``.
+
+        Like the counts, the table depends only on the values the level's frontier holds
+        (``key``): counting the space keeps it (up to ``_TABLES_LIMIT`` tables), so drawing or
+        listing points later costs a lookup and a bisection per parameter, not a constraint
+        check per value."""
+        p = self._order[level]
+        if counting:
+            self._evals += len(p.values)
+            if self._evals >= self._next_tick:
+                self._next_tick = self._evals + 50_000
+                self._tick()
+        last = level + 1 == len(self._order)
+        kept: list[Any] = []
+        running: list[int] = []
+        total = 0
+        for v in p.values:
+            env[p.name] = v
+            values.append(v)
+            if self._ok(level + 1, env):
+                c = 1 if last else self._count(level + 1, values, env)
+                if c:
+                    total += c
+                    kept.append(v)
+                    running.append(total)
+            values.pop()
+        env.pop(p.name, None)
+        if self._tables_size < self._TABLES_LIMIT:
+            self._tables[level][key] = (kept, running)
+            self._tables_size += 1
+        return kept, running
+
+    def _children(self, level: int, values: list[Any], env: dict[str, Any]
+                  ) -> tuple[list[Any], list[int]]:
+        """:meth:`_expand`'s table for the placed ``values``, kept or made anew."""
+        key = tuple(values[i] for i in self._frontier[level])
+        table = self._tables[level].get(key)
+        return table if table is not None else self._expand(level, values, env, key)
 
     @property
     def raw_size(self) -> int:
@@ -325,17 +359,14 @@ class Space:
         env = dict(self.bound)
         values: list[Any] = []
         for level, p in enumerate(self._order):
-            for v in p.values:
-                env[p.name] = v
-                values.append(v)
-                if self._ok(level + 1, env):
-                    c = self._count(level + 1, values, env) if level + 1 < len(self._order) else 1
-                    if index < c:
-                        break
-                    index -= c
-                values.pop()
-            else:  # pragma: no cover - guarded by the caller's range check
+            kept, running = self._children(level, values, env)
+            j = bisect.bisect_right(running, index)
+            if j == len(kept):  # pragma: no cover - guarded by the caller's range check
                 raise IndexError("rank out of range")
+            if j:
+                index -= running[j - 1]
+            env[p.name] = kept[j]
+            values.append(kept[j])
         return Config({p.name: env[p.name] for p in self.params})
 
     def at(self, index: int) -> Config:
@@ -359,11 +390,11 @@ class Space:
                 yield Config({p.name: env[p.name] for p in self.params})
                 return
             p = self._order[level]
-            for v in p.values:
+            kept, _ = self._children(level, values, env)
+            for v in kept:
                 env[p.name] = v
                 values.append(v)
-                if self._ok(level + 1, env) and self._count(level + 1, values, env):
-                    yield from rec(level + 1)
+                yield from rec(level + 1)
                 values.pop()
             env.pop(p.name, None)
 
