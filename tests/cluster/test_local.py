@@ -7,10 +7,12 @@ import time
 
 import pytest
 
+from tests._data import recorded
 from tests.cluster._fake_targets import GateTarget, until
 from tunex import Config, Measurement, Status, TargetError, Workload
 from tunex.cluster import Activity, HangDeadline, InlineExecutor, LocalExecutor, LocalOptions
 from tunex.targets._base import Target
+from tunex.targets.replay import ReplayTarget
 from tunex.trial import Artifact
 
 
@@ -450,6 +452,49 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path,
     done, marks = _run_script(tmp_path, UNGUARDED, body=body)
     assert done.returncode == 0 and done.stdout.strip() == "4", done.stderr[-2000:]
     assert len(marks.read_text().split()) == runs  # the user's run (+ one per worker)
+
+
+def test_a_script_that_starts_its_own_targets_search_unguarded_stops_and_says_why(tmp_path):
+    """The one case the workers must import the script (its target is defined there) and it
+    has no main guard: each worker runs the script again and dies of multiprocessing's
+    bootstrapping error. That hung (the parent blocked writing a large target to a process
+    that died before reading it); now the target travels over the worker's connection, a
+    process that dies before it is up is started again, and the third such death stops the
+    search with what to change."""
+    done, marks = _run_script(tmp_path, UNGUARDED,
+                              body='run(MyReplay(recorded("pnpoly/RTX_2080_Ti.json.gz")))')
+    assert done.returncode != 0 and done.stdout.strip() == ""
+    assert "died 3 times as it started" in done.stderr, done.stderr[-2000:]
+    assert 'if __name__ == \"__main__\":' in done.stderr
+
+
+def test_a_target_a_worker_cannot_load_stops_the_search_with_why():
+    """A target that pickles here but cannot be unpickled in a worker (what it refers to is
+    not importable there) stops the search with the reason, not a worker restarted forever."""
+    from tunex import Tuner
+    from tunex.cluster import LocalExecutor, LocalOptions
+    from tunex.errors import TargetError
+
+    t = Unloadable(recorded("pnpoly/RTX_2080_Ti.json.gz"))
+    ex = LocalExecutor(t, LocalOptions(build_workers=1, measure_workers=1))
+    try:
+        with pytest.raises(TargetError, match="could not be loaded in a worker process"):
+            Tuner(t, t.space, executor=ex, budget="3trials", strategy="random", seed=0,
+                  remeasure=0).run()
+    finally:
+        ex.close()
+
+
+def _refuse(*_a):
+    raise ModuleNotFoundError("No module named 'only_in_the_parent'")
+
+
+class Unloadable(ReplayTarget):
+    """Pickles here; unpickling it anywhere fails, as a target naming a module that only the
+    parent process can import would."""
+
+    def __reduce__(self):
+        return (_refuse, ())
 
 
 class EnvBuilder:

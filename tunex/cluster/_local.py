@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from tunex.cluster._base import (
@@ -34,7 +35,7 @@ from tunex.cluster._base import (
     failure_status,
     run_trial,
 )
-from tunex.errors import TargetError
+from tunex.errors import ClusterError, TargetError
 from tunex.targets._base import DEVICE_LOST, Target
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
@@ -146,13 +147,21 @@ class LocalOptions:
     start_method: str | None = None
 
 
-def _serve(conn: Connection, target: Target | None, env: dict[str, str] | None = None) -> None:
-    """Worker process loop: receive (kind, payload), send back the result.
+def _unloadable(e: Exception) -> TargetError:
+    return TargetError(
+        f"the target could not be loaded in a worker process ({type(e).__name__}: {e}): what "
+        "it refers to must be importable there (a module on the path, not a name made at run "
+        "time)")
 
-    A measuring worker serves the target it was started with. A build worker serves whatever
-    builder each job names: ``("build", (key, builder_or_None, workload, config))``, the builder
-    sent once per worker and kept under its key. ``env`` is the parent's environment when the
-    worker started (a fork server's children inherit the server's, from when it started).
+
+def _serve(conn: Connection, env: dict[str, str] | None = None) -> None:
+    """Worker process loop: say it is up, then receive (kind, payload), send back the result.
+
+    A measuring worker is sent its target first, ``("target", target)``, with no reply, and
+    serves it. A build worker serves whatever builder each job names: ``("build", (key,
+    builder_or_None, workload, config))``, the builder sent once per worker and kept under its
+    key. ``env`` is the parent's environment when the worker started (a fork server's children
+    inherit the server's, from when it started).
     """
     if env is not None and env != os.environ:
         os.environ.clear()
@@ -160,17 +169,36 @@ def _serve(conn: Connection, target: Target | None, env: dict[str, str] | None =
     if hasattr(os, "setpgid"):  # a group of its own: killing it takes its children too
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)
+    try:
+        conn.send(("up", os.getpid()))  # started: a death from now on is a job's
+    except (BrokenPipeError, ConnectionResetError):
+        return
     builders: dict[str, Target] = {}
-    if target is not None:
-        with contextlib.suppress(Exception):  # measure reports what is wrong with the device
-            target.open()  # the device, while the first builds compile
+    target: Target | None = None
+    unusable: TargetError | None = None  # the target could not be loaded here
     while True:
         try:
-            kind, payload = conn.recv()
-        except (EOFError, KeyboardInterrupt):
+            data = conn.recv_bytes()
+        except (EOFError, KeyboardInterrupt, OSError):
             return
+        try:
+            kind, payload = ForkingPickler.loads(data)
+        except Exception as e:  # a job's builder (the target's own message holds bytes)
+            conn.send(("fatal", _unloadable(e)))
+            continue
+        if kind == "target":
+            try:
+                target = ForkingPickler.loads(payload)
+            except Exception as e:  # no answer is awaited: the jobs that need it say so
+                unusable = _unloadable(e)
+                continue
+            with contextlib.suppress(Exception):  # measure reports what is wrong with the device
+                target.open()  # the device, while the first builds compile
+            continue
         reply: tuple[str, Any]
         try:
+            if unusable is not None and kind != "build":
+                raise unusable
             if kind == "build":
                 key, builder, workload, config = payload
                 if builder is not None:
@@ -200,6 +228,9 @@ def _serve(conn: Connection, target: Target | None, env: dict[str, str] | None =
 class _Worker:
     """One worker process that can be killed and replaced when it hangs or dies."""
 
+    #: starts in a row that die before the process says it is up, before a job is refused
+    STARTS = 3
+
     def __init__(self, ctx: Any, target: Target | None, name: str,
                  import_main: bool = True) -> None:
         self.ctx, self.target, self.name = ctx, target, name
@@ -207,11 +238,17 @@ class _Worker:
         self.builders: set[str] = set()  # builder keys this process holds
         self.closed = False
         self._lock = threading.RLock()  # the serving thread restarts, the owner closes
+        self._pickled: bytes | None = None
         self._start()
 
     def _start(self) -> None:
         self.conn, child = self.ctx.Pipe()
-        self.proc = self.ctx.Process(target=_serve, args=(child, self.target, dict(os.environ)),
+        self.up = False  # the process has said it started (see _serve)
+        # The target travels over the connection, not among the process's arguments: a
+        # spawned process that dies importing the user's script (a search at module level, no
+        # main guard) leaves its arguments unread, and the parent, writing them past the
+        # pipe's buffer, would wait for it forever.
+        self.proc = self.ctx.Process(target=_serve, args=(child, dict(os.environ)),
                                      daemon=True, name=f"tunex-{self.name}")
         main = sys.modules["__main__"]
         if not self.import_main:  # a new process imports the parent's script unless hidden
@@ -234,6 +271,17 @@ class _Worker:
         finally:
             sys.modules["__main__"] = main
         child.close()
+        self._sending: threading.Thread | None = None
+        if self.target is not None:  # sent while the process starts, read when it is up
+            if self._pickled is None:  # here, so that a target that cannot travel says so
+                self._pickled = bytes(ForkingPickler.dumps(self.target))
+            self._sending = threading.Thread(target=self._send_target, args=(self.conn,),
+                                             daemon=True, name=f"tunex-{self.name}-target")
+            self._sending.start()
+
+    def _send_target(self, conn: Connection) -> None:
+        with contextlib.suppress(OSError, EOFError):  # died first: the job's call says so
+            conn.send(("target", self._pickled))
 
     def call(self, kind: str, payload: Any, timeout: float | Callable[[], float]
              ) -> tuple[str, Any]:
@@ -241,22 +289,42 @@ class _Worker:
 
         ``timeout``: seconds, or a function of none giving the seconds allowed from the start,
         asked again every second while the job runs (a deadline that shrinks meanwhile ends
-        the job then)."""
+        the job then). A process that dies before it is up never saw the job: it is started
+        again and given the job, and after :attr:`STARTS` such deaths in a row the job is
+        refused (``fatal``) with what usually causes them."""
         limit = timeout if callable(timeout) else (lambda: timeout)
-        try:
-            t0 = time.monotonic()
-            self.conn.send((kind, payload))
-            while True:
-                left = limit() - (time.monotonic() - t0)
-                if left <= 0:
-                    self.restart()
-                    return ("timeout", None)
-                if self.conn.poll(min(left, 1.0)):
-                    return self.conn.recv()
-        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
-            code = self.proc.exitcode
-            self.restart()
-            return ("lost", f"worker process died (exit code {code})")
+        code = None
+        for _ in range(self.STARTS):
+            try:
+                t0 = time.monotonic()
+                if self._sending is not None:
+                    self._sending.join()  # the target first, then jobs, in order
+                    self._sending = None
+                self.conn.send((kind, payload))
+                while True:
+                    left = limit() - (time.monotonic() - t0)
+                    if left <= 0:
+                        self.restart()
+                        return ("timeout", None)
+                    if self.conn.poll(min(left, 1.0)):
+                        reply = self.conn.recv()
+                        if reply[0] == "up":
+                            self.up = True
+                            continue
+                        return reply
+            except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+                code = self.proc.exitcode
+                up = self.up
+                self.restart()
+                if up:
+                    return ("lost", f"worker process died (exit code {code})")
+                log.warning("worker %s died as it started (exit code %s); starting it again",
+                            self.name, code)
+        return ("fatal", ClusterError(
+            f"worker process {self.name} died {self.STARTS} times as it started, before taking "
+            f"a job (exit code {code}). A worker imports your script when the target or kernel "
+            "is defined in it: if the script starts the search at module level, put that "
+            "under `if __name__ == \"__main__\":`; otherwise its error is printed above"))
 
     def restart(self) -> None:
         with self._lock:
