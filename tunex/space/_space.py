@@ -100,7 +100,7 @@ class Space:
     """
 
     _MEMO_LIMIT = 4_000_000
-    _TABLES_LIMIT = 100_000  # tables of valid values kept for drawing points (see _expand)
+    _TABLES_LIMIT = 50_000  # tables of valid values kept for drawing points (see _expand)
 
     def __init__(self, params: Sequence[Param],
                  constraints: Iterable[Constraint | Callable[..., Any] | str] = (),
