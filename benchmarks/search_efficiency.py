@@ -909,14 +909,15 @@ def related_spaces(space: str, path: str, others: list[tuple[str, str]]) -> list
 def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_budget: int,
                  variants: dict[str, str], optima: dict[str, float],
                  cold_cache: str | None = None, warm_budget: int | None = None,
-                 related: list[list[tuple[str, str]]] | None = None
-                 ) -> dict[str, dict[str, dict[str, Any]]]:
+                 related: list[list[tuple[str, str]]] | None = None,
+                 with_siblings: bool = False) -> dict[str, dict[str, dict[str, Any]]]:
     """One (family, seed) task of ``--no-cold``: cold searches of every member by the default
     ``model`` (the siblings' sources, of ``max(budget, source_budget)`` trials, run once, or
     read from ``cold_cache``), then every variant's warm searches on the first
     ``source_budget`` trials of each, of ``warm_budget`` trials (default ``budget``).
     ``related`` (``--sources other-kernels``): the other families; a member's sources are
-    then their cold searches of the spaces :func:`related_spaces` names, not its siblings'.
+    then their cold searches of the spaces :func:`related_spaces` names, not its siblings'
+    (``with_siblings``, ``--sources both``: as well as its siblings').
     ``{variant: {space: record}}``."""
     from tunex.search import register_strategy
 
@@ -927,7 +928,8 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
     for space, path in members:
         names[space] = [s for s, _ in members if s != space]
         if related is not None:
-            names[space] = related_spaces(space, path, [m for g in related for m in g])
+            names[space] = (names[space] if with_siblings else []) + related_spaces(
+                space, path, [m for g in related for m in g])
             for group in related:
                 if any(s in names[space] for s, _ in group) and group[0][0] not in pool:
                     pool.update(loo_cold_sources(group, seed, src_budget, optima, cold_cache))
@@ -983,7 +985,8 @@ def loo_main(args: argparse.Namespace) -> int:
             for seed in range(args.seed_start, args.seed_start + args.seeds):
                 key = {"budget": args.budget, "code": tunex_code(),
                        "source_budget": args.source_budget, "sources": "default model, cold"
-                       + (", other kernels" if args.sources == "other-kernels" else ""),
+                       + {"siblings": "", "other-kernels": ", other kernels",
+                          "both": ", siblings and other kernels"}[args.sources],
                        **({"warm_budget": args.warm_budget} if args.warm_budget else {})}
                 todo = {n: o for n, o in opts_all.items() if not (args.reuse and all(
                     matches(doc["runs"].get(n, {}).get(s, {}).get(str(seed)),
@@ -1033,7 +1036,7 @@ def loo_main(args: argparse.Namespace) -> int:
                     {s: facts[s]["optimum"] for s in spaces},
                     str(args.cold_cache) if args.cold_cache else None, args.warm_budget,
                     [g for g in families.values() if g is not members]
-                    if args.sources == "other-kernels" else None)
+                    if args.sources != "siblings" else None, args.sources == "both")
         return (run_loo_family, members, seed, args.budget, args.source_budget, opts,
                 {s: facts[s]["optimum"] for s, _ in members}, not args.no_warm)
 
@@ -1469,11 +1472,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "give, as a tuning database sees them, so that versions of one kernel "
                         "with different spaces (convolution/ and convolution_kt/) learn from "
                         "each other")
-    p.add_argument("--sources", choices=("siblings", "other-kernels"), default="siblings",
-                   help="(--loo --no-cold) what a warm search starts from: its siblings, or "
+    p.add_argument("--sources", choices=("siblings", "other-kernels", "both"),
+                   default="siblings",
+                   help="(--loo --no-cold) what a warm search starts from: its siblings, "
                         "(other-kernels) the spaces of other kernels whose parameters include "
                         "more than half of its own, as a kernel's first search in a database of "
-                        "other kernels does")
+                        "other kernels does, or (both) its siblings and those, as a search "
+                        "named --like other kernels in a database of its own")
     p.add_argument("--variants", default='{"model": {}}',
                    help='(--loo) JSON {name: options of the model strategy}')
     p.add_argument("--no-warm", action="store_true", help="(--loo) cold searches only")

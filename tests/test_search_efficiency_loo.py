@@ -195,3 +195,27 @@ def test_warm_only_sources_run_to_the_source_budget_past_the_budget():
     for space in ("pnpoly/A", "pnpoly/B"):
         assert out["base"][space]["cold_default"]["trials"] == 9  # the sources' length
         assert out["base"][space]["warm"]["trials"] == 3
+
+
+def test_warm_sources_are_the_siblings_other_kernels_or_both():
+    """--sources: a warm search starts from its siblings (default), from the spaces of other
+    kernels whose parameters include more than half of its own (other-kernels), or from both;
+    a kernel whose parameters the other one does not share is no source."""
+    se = bench()
+    from tunex.targets.replay import ReplayTarget
+
+    data = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
+    members = [("matmul/a", str(data / "matmul_H200_1024x1024x1024.json.gz")),
+               ("matmul/b", str(data / "matmul_H200_4096x4096x4096.json.gz"))]
+    related = [[("matmul_tma/a", str(data / "matmul_tma_H200_1024x1024x1024.json.gz"))],
+               [("pnpoly/a", str(recorded("pnpoly/RTX_2080_Ti.json.gz")))]]
+    optima = {s: ReplayTarget(Path(p)).optimum() for s, p in members + [m for g in related
+                                                                         for m in g]}
+    runs = {mode: se.run_loo_warm(members, 0, 3, 3, {"base": "{}"}, optima, warm_budget=2,
+                                  related=None if mode == "siblings" else related,
+                                  with_siblings=mode == "both")["base"]
+            for mode in ("siblings", "other-kernels", "both")}
+    assert runs["siblings"]["matmul/a"]["warm"]["sources"] == ["matmul/b"]
+    assert runs["other-kernels"]["matmul/a"]["warm"]["sources"] == ["matmul_tma/a"]
+    assert runs["both"]["matmul/a"]["warm"]["sources"] == ["matmul/b", "matmul_tma/a"]
+    assert runs["both"]["matmul/b"]["warm"]["trials"] == 2
