@@ -124,6 +124,25 @@ def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
     assert tr["kernels"] == ["matmul"] and tr["used"] == 1
     assert "(10 trials; of kernels named by --like among them: matmul)" in _transfer_text(
         tr, None)
+    # a second shape of matmul_tma: its own first shape, and matmul as a related kernel
+    tma2 = f"replay:{data / 'matmul_tma_H200_4096x4096x4096.json.gz'}"
+    plain = f"replay:{data / 'matmul_H200_1024x1024x1024.json.gz'}"
+    for extra in ([], ["--no-related"]):
+        db2 = str(tmp_path / f"r{len(extra)}.db")
+        for target in (plain, tma):
+            assert main(["search", "--target", target, "--budget", "20trials", "--db", db2,
+                         "--strategy", "random", "--seed", "0", "-q"]) == 0
+        capsys.readouterr()
+        assert main(["search", "--target", tma2, "--budget", "3trials", "--db", db2, "--seed",
+                     "0", "-q", *extra]) == 0
+        tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
+        if extra:
+            assert tr["related"] == [] and tr["kernels"] == [] and tr["used"] == 1
+        else:
+            assert tr["related"] == ["matmul"] and tr["used"] == 2
+            assert ("; of related kernels among them (their spaces name most of its "
+                    "parameters; --no-related leaves them out): matmul)") in _transfer_text(
+                tr, None)
     unusable = {"workloads": 1, "used": 0, "kernels": ["cn_pnpoly"],
                 "left_out": {"no config in this space": 1}}
     assert _transfer_text(unusable, None) == (

@@ -333,6 +333,27 @@ def test_a_kernel_named_like_another_starts_from_its_trials(tmp_path, caplog):
         Tuner(tma, tma.space, like="matmul")
 
 
+def test_related_kernels_join_a_warm_start_beside_the_kernels_own(tmp_path):
+    """Where the database holds other workloads of this kernel, the kernels a first search
+    would list as like= candidates (their spaces name most of its parameters) warm-start it
+    too; related=False leaves them out."""
+    data = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
+    plain = ReplayTarget(data / "matmul_H200_1024x1024x1024.json.gz")
+    tma = [ReplayTarget(data / f"matmul_tma_H200_{shape}.json.gz")
+           for shape in ("4096x4096x4096", "1024x1024x1024", "512x4096x1024")]
+    with Database(tmp_path / "r.db") as db:
+        Tuner(plain, plain.space, db=db, strategy="random", seed=0, budget="30trials").run()
+        Tuner(tma[0], tma[0].space, db=db, strategy="random", seed=0, budget="30trials").run()
+        res = Tuner(tma[1], tma[1].space, db=db, strategy="model", seed=0,
+                    budget="3trials").run()
+        assert res.transfer is not None and res.transfer["workloads"] == 2
+        assert res.transfer["related"] == ["matmul"] and res.transfer["kernels"] == ["matmul"]
+        off = Tuner(tma[2], tma[2].space, db=db, strategy="model", seed=0, budget="3trials",
+                    related=False).run()
+        assert off.transfer is not None and off.transfer["workloads"] == 2  # its own two
+        assert off.transfer["related"] == [] and off.transfer["kernels"] == []
+
+
 def test_default_executor_is_inline():
     assert Tuner(FlakyTarget(), toy_space(), workload=Workload("toy")).executor.__class__ is (
         InlineExecutor)

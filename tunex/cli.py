@@ -176,6 +176,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         tuner = Tuner(target, space, workload=workload, db=db, strategy=args.strategy,
                       budget=budget, executor=executor, batch=args.batch, seed=args.seed,
                       patience=args.patience, transfer=not args.no_transfer, like=args.like,
+                      related=not args.no_related,
                       # a kernel's own default first: no search reports worse than it (a
                       # recorded space's "default" is only its first values)
                       first=[] if target.name == "replay" else [space.default()],
@@ -336,7 +337,8 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
                 "spaces name most of its parameters, could start it if it is a variant of "
                 "them: --like " + " --like ".join(near))
     left = ", ".join(f"{k} {v}" for k, v in tr.get("left_out", {}).items() if v)
-    kernels = tr.get("kernels") or []
+    related = tr.get("related") or []
+    kernels = [k for k in tr.get("kernels") or [] if k not in related]
     if not tr["used"]:
         return (f"{n} other workload{'s' * (n != 1)} of this kernel"
                 + (f" or of {', '.join(kernels)} (--like)" if kernels else "")
@@ -344,6 +346,8 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
     out = (f"warm start from {tr['used']} of {n} other workload{'s' * (n != 1)} "
            f"({tr['trials']:,} trials"
            + (f"; of kernels named by --like among them: {', '.join(kernels)}" if kernels else "")
+           + (f"; of related kernels among them (their spaces name most of its parameters; "
+              f"--no-related leaves them out): {', '.join(related)}" if related else "")
            + ")" + (f"; left out: {left}" if left else ""))
     if tr.get("other_space"):
         k = tr["other_space"]
@@ -771,6 +775,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also warm-start from this other kernel's workloads in the database "
                    "(repeatable): a variant of a kernel tuned before, whose configs name most "
                    "of this space's parameters")
+    s.add_argument("--no-related", action="store_true",
+                   help="where the database holds other workloads of this kernel, do not also "
+                   "warm-start from the other kernels whose spaces name most of its parameters")
     s.add_argument("--no-baseline", action="store_true",
                    help="C kernels: do not measure the winner against the kernel's plain C "
                    "form at -O3 when the search ends")

@@ -461,7 +461,7 @@ def test_a_script_that_starts_its_own_targets_search_unguarded_stops_and_says_wh
     that died before reading it); now the target travels over the worker's connection, a
     process that dies before it is up is started again, and the third such death stops the
     search with what to change."""
-    done, marks = _run_script(tmp_path, UNGUARDED,
+    done, _marks = _run_script(tmp_path, UNGUARDED,
                               body='run(MyReplay(recorded("pnpoly/RTX_2080_Ti.json.gz")))')
     assert done.returncode != 0 and done.stdout.strip() == ""
     assert "died 3 times as it started" in done.stderr, done.stderr[-2000:]

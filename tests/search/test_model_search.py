@@ -91,6 +91,40 @@ def test_the_design_comes_first_then_evidence():
     assert st.rho_ is not None
 
 
+def test_other_kernels_join_a_warm_start_only_beside_a_kept_sibling():
+    """Another kernel's trials (named with like=, or related by its parameter names) warm-start
+    a search beside this kernel's kept workloads, or on a kernel's first search; where all of
+    this kernel's own are left out (a flat top), they are left out too, and it searches as
+    from its own alone."""
+    s = space()
+    here = Workload("k", problem={"n": 2})
+    flat_w, steep_w, other_w = (Workload("k", problem={"n": 1}), Workload("k", problem={"n": 3}),
+                                Workload("j", problem={"n": 2}))
+    pool = s.sample(90, rng=1)
+    flat = [Measurement(c, Status.OK, (1.0 + 0.01 * (i % 3),)) for i, c in enumerate(pool[:30])]
+    steep = [Measurement(c, Status.OK, (smooth(c),)) for c in pool[30:60]]
+    other = [Measurement(c, Status.OK, (smooth(c),)) for c in pool[60:]]
+
+    def start(groups, **options):
+        st = get_strategy("model", s, seed=0, **options)
+        st.warm_start(groups, current=here)
+        return st
+
+    beside = start([(steep_w, steep), (other_w, other)])
+    assert beside.transfer_["used"] == 2 and beside.transfer_["kernels"] == ["j"]
+    alone = start([(flat_w, flat), (other_w, other)])
+    assert alone.transfer_["used"] == 0 and alone._other is None and not alone._queue
+    assert alone.transfer_["left_out"] == {"no config in this space": 0, "flat top": 1,
+                                           "another kernel, no sibling kept": 1}
+    assert alone.transfer_["kernels"] == []
+    first = start([(other_w, other)])  # no workload of its own kernel: a first search
+    assert first.transfer_["used"] == 1 and first.transfer_["kernels"] == ["j"]
+    as_own = start([(flat_w, flat), (other_w, other)], like_rule=None)
+    assert as_own.transfer_["used"] == 1 and as_own.transfer_["kernels"] == ["j"]
+    with pytest.raises(ValueError, match="like_rule"):
+        ModelSearch(s, like_rule="always")
+
+
 def test_warm_start_proposes_the_siblings_best_first():
     s = space()
     w_a, w_b, here = (Workload("k", problem={"n": n}) for n in (1, 2, 3))
