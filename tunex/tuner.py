@@ -141,11 +141,12 @@ class Tuner:
         transfer: warm-start the strategy from other workloads of the same kernel in the db.
         like: other kernels whose workloads in the db also warm-start it (a variant of a
             kernel tuned before: a matmul with TMA after the matmul); their configs train
-            the model where they name more than half of this space's parameters. Named, not
-            guessed: leave-one-out, a kernel's first search from its variants' trials reaches
-            95% in a tenth of the trials, and from unrelated kernels that share parameter
-            names (a convolution's block sizes for a dedispersion) slower than cold
-            (benchmarks/RESULTS.md).
+            the model where they name more than half of this space's parameters. On a
+            kernel's first search named, not guessed: leave-one-out, a first search from its
+            variants' trials reaches 95% in a tenth of the trials, and from unrelated kernels
+            that share parameter names (a convolution's block sizes for a dedispersion)
+            slower than cold (benchmarks/RESULTS.md); beside its own workloads see
+            ``related``.
         related: where the db holds other workloads of this kernel, also warm-start from the
             other kernels whose declared spaces name more than half of this space's
             parameters (what a first search lists as ``like`` candidates); the default
