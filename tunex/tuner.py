@@ -440,8 +440,9 @@ class Tuner:
 
     def _like_candidates(self) -> list[str]:
         """Other kernels in the database (judged by the first workload of each) whose declared
-        space names more than half of this space's parameters: what ``like`` could name.
-        Listed, not used: a kernel that shares parameter names may still mislead."""
+        space names more than half of this space's parameters: what ``like`` could name. On a
+        kernel's first search only listed (a kernel that shares parameter names may mislead a
+        search that has nothing else); beside its own workloads used (``related``)."""
         names = set(self.space.names)
         seen: set[str] = {self.workload.kernel}
         out: list[str] = []
