@@ -1058,6 +1058,26 @@ def test_a_kernel_like_another_starts_its_tuning_from_the_others_trials(db_path:
         tunex.autotune(space=space, key=["n"], like="add_a")
 
 
+def test_a_kernels_second_shape_learns_from_related_kernels_too(db_path: Path) -> None:
+    """A kernel's second shape warm-starts from its first and, beside it, from the kernels
+    whose spaces name most of its parameters (here another kernel of the same space);
+    ``related=False`` leaves them out."""
+    space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
+    bench = lambda call, config: [1.0 + abs(np.log2(config["BLOCK"] / 256))]  # noqa: E731
+    opts = dict(space=space, key={"n": "pow2"}, mode="on_miss", db=str(db_path), bench=bench,
+                remeasure=0, budget="12trials")
+    call_add(tunex.autotune(name="add_a", **opts)(jit(add_kernel)), 100)
+    for related, used in ((True, 2), (False, 1)):
+        k = tunex.autotune(name=f"add_r{int(related)}", related=related,
+                           **opts)(jit(add_kernel))
+        call_add(k, 100)  # its first shape: the other kernel is only listed
+        assert k.last.source == "tuned" and k.last.transfer == 0
+        call_add(k, 4000)
+        assert k.last.source == "tuned" and k.last.transfer == used
+    with pytest.raises(ConfigError, match="related=1"):
+        tunex.autotune(space=space, key=["n"], related=1)
+
+
 def test_patience_stops_a_search_that_no_longer_gains(db_path: Path) -> None:
     space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
     flat = lambda call, config: [1.0]  # noqa: E731 - every config alike

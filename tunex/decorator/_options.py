@@ -52,6 +52,9 @@ class AutotuneOptions:
         like: names of other kernels this one is a variant of (``["matmul"]`` for a matmul
             with TMA): their trials in the database also warm-start its tuning, as
             ``tunex search --like`` (:class:`~tunex.tuner.Tuner`'s ``like``).
+        related: where the database holds other workloads of this kernel, also warm-start from
+            the other kernels whose spaces name most of its parameters (``False``: as
+            ``tunex search --no-related``; :class:`~tunex.tuner.Tuner`'s ``related``).
         db: the tuning database (path, URL or :class:`~tunex.db.Database`); default
             ``TUNEX_DB``, else ``~/.cache/tunex/tunex.db``.
         name: the kernel's name in workloads (default: the function's name).
@@ -91,6 +94,7 @@ class AutotuneOptions:
     strategy: str = "model"
     patience: int | None = 20
     like: Sequence[str] = ()
+    related: bool = True
     db: Any = None
     name: str | None = None
     default: Any = None
@@ -180,6 +184,8 @@ class AutotuneOptions:
         if isinstance(self.like, str) or not all(isinstance(k, str) and k for k in self.like):
             raise ConfigError(f"@tunex.autotune like={self.like!r}: give a list of kernel names, "
                               "e.g. like=['matmul']")
+        if not isinstance(self.related, bool):
+            raise ConfigError(f"@tunex.autotune related={self.related!r}: give True or False")
         from tunex.search._base import check_seed
 
         check_seed(self.seed, "@tunex.autotune")
