@@ -1087,3 +1087,20 @@ def test_a_declared_space_is_not_counted_again(db: Database, monkeypatch) -> Non
     db.declare_space(MM2, partial)
     kept = db.space(MM2)
     assert kept is not None and kept is not partial and kept.size == 3
+
+
+def test_a_declared_spaces_names_are_read_without_counting_it(tmp_path, monkeypatch) -> None:
+    """What the related-kernel rule reads of every other kernel's space: its parameter names,
+    from the declaration, without making (and counting) the space; None where none is
+    declared."""
+    from tunex.space import Int, Space
+
+    with Database(tmp_path / "n.db") as db:
+        db.declare_space(MM, Space([Int("a", 0, 40), Int("b", 0, 40)], ["a * b <= 300"]))
+        db.record(CONV, ok(Config(c=1), 1.0))
+    counted: list[int] = []
+    monkeypatch.setattr(Space, "_count", lambda self, *a: counted.append(1) or 0)
+    with Database(tmp_path / "n.db") as db:  # a new process's view: nothing cached
+        assert db.space_names(MM) == ["a", "b"] and db.space_names(CONV) is None
+        assert db.space_names(Workload("never", "x")) is None
+    assert not counted

@@ -202,6 +202,31 @@ class Records(Store):
 
         return self._read("read", query)
 
+    def space_names(self, workload: Workload) -> list[str] | None:
+        """The parameter names of the declared space of ``workload``, or None: read from its
+        declaration without making the space (which counts its valid points)."""
+
+        def query(conn: Connection) -> list[str] | None:
+            wid = self._find_workload(conn, workload)
+            if wid is None:
+                return None
+            cached = self._spaces.get(wid)
+            if cached is not None:
+                return list(cached[1].names)
+            w = S.workloads.c
+            doc = conn.execute(sa.select(w.space).where(w.id == wid)).scalar()
+            if doc is None:
+                return None
+            try:
+                return [str(p["name"]) for p in json.loads(doc)["params"]]
+            except (ValueError, TypeError, KeyError) as exc:
+                raise DatabaseError(
+                    f"tuning database {self._shown} holds a damaged space for workload {wid} "
+                    f"({_first_line(exc)}): run the search again to declare it anew, or pass "
+                    "another --db") from exc
+
+        return self._read("read", query)
+
     def _stored_space(self, conn: Connection, wid: int) -> Space | None:
         w = S.workloads.c
         doc = conn.execute(sa.select(w.space).where(w.id == wid)).scalar()
