@@ -353,7 +353,7 @@ class ModelSearch(SearchStrategy):
         self._told_at_fit = -1
         self.transfer_ = {
             "workloads": len(usable), "used": len(X), "trials": sum(len(v) for v in y),
-            # other kernels among them (named with the Tuner's like=)
+            # other kernels among them (the Tuner's like= and related kernels)
             "kernels": sorted({w.kernel for w, _ in usable} - {current.kernel}) if current
             else [],
             "left_out": {"no config in this space": outside, "flat top": flat,
