@@ -89,14 +89,14 @@ def synthetic(folder: Path) -> list[Path]:
                   "use_shmem": [0, 1], "vec": [1, 2, 4]}
         cache = {}
         for combo in itertools.product(*params.values()):
-            c = dict(zip(params, combo))
-            if c["block_size_x"] * c["block_size_y"] > 1024:
+            v = dict(zip(params, combo))
+            if v["block_size_x"] * v["block_size_y"] > 1024:
                 continue  # not recorded: the recording's own (undeclared) limit
-            t = (1 + abs(math.log2(c["block_size_x"] * c["block_size_y"] / 256))
-                 + 0.3 * abs(c["tile_size_x"] - 4) + 0.2 * abs(c["tile_size_y"] - 2)
-                 + 0.5 * c["use_shmem"] + 0.1 * abs(c["unroll"] - 2)
-                 + 0.2 * (c["vec"] == 1)) * (1 + 0.02 * rng.random())
-            cache[",".join(map(str, combo))] = dict(c, time=t, times=[t])
+            t = (1 + abs(math.log2(v["block_size_x"] * v["block_size_y"] / 256))
+                 + 0.3 * abs(v["tile_size_x"] - 4) + 0.2 * abs(v["tile_size_y"] - 2)
+                 + 0.5 * v["use_shmem"] + 0.1 * abs(v["unroll"] - 2)
+                 + 0.2 * (v["vec"] == 1)) * (1 + 0.02 * rng.random())
+            cache[",".join(map(str, combo))] = dict(v, time=t, times=[t])
         _write(wide, "synthetic", "wide", params, cache)
     out.append(wide)
     return out
