@@ -235,7 +235,7 @@ def run_tunex(path: Path, strategy: str, seed: int, budget: int, optimum: float,
     search = get_strategy(strategy, target.space, seed=seed)
     workload = target.workload()
     if warm:  # ModelSearch.warm_start takes current=; the base contract does not (yet)
-        search.warm_start(warm, current=workload)  # type: ignore[call-arg]
+        search.warm_start(warm, current=workload)
     spent = [0.0]
     told: set[Any] = set()
     repeats = [0]
@@ -572,7 +572,7 @@ def row_stats(recs: list[dict[str, Any]], budget: int) -> dict[str, Any]:
     }
 
 
-def pct(x: float) -> str:
+def pct(x: float | np.floating[Any]) -> str:
     return f"{100 * x:.0f}%"
 
 
@@ -965,7 +965,7 @@ def loo_main(args: argparse.Namespace) -> int:
         facts[space] = f
     families = loo_families(spaces, args.siblings_by)
     t0 = time.time()
-    tasks = []
+    tasks: list[tuple[Any, ...]] = []
     for name, options in variants.items():
         opts = json.dumps(options, sort_keys=True)
         for family, members in families.items():
@@ -1103,7 +1103,7 @@ def loo_warm_report(doc: dict[str, Any], spaces: list[str], variants: list[str],
                     seeds: Iterable[int], budget: int, within: int = 20) -> str:
     """``--no-cold``: per variant, warm runs within 95% by trial ``within``, per-space medians
     and hits, and the mean log2 of trials against the first variant on the same seeds."""
-    seeds = [str(s) for s in seeds]
+    names = [str(s) for s in seeds]
 
     def t95(v: str, space: str, seed: str) -> int | None:
         r = doc["runs"].get(v, {}).get(space, {}).get(seed)
@@ -1112,14 +1112,14 @@ def loo_warm_report(doc: dict[str, Any], spaces: list[str], variants: list[str],
         return min(trials_to(r["warm"], 0.95, budget), budget + 1)
 
     base = variants[0]
-    lines = [f"warm runs (seeds {seeds[0]}-{seeds[-1]}, budget {budget}): trials to 95%, "
+    lines = [f"warm runs (seeds {names[0]}-{names[-1]}, budget {budget}): trials to 95%, "
              f"median / runs within {within}", "",
              "| space | " + " | ".join(variants) + " |", "|---|" + "---:|" * len(variants)]
     total: dict[str, list[int]] = {v: [] for v in variants}
     for space in spaces:
         cells = []
         for v in variants:
-            t = [x for x in (t95(v, space, s) for s in seeds) if x is not None]
+            t = [x for x in (t95(v, space, s) for s in names) if x is not None]
             total[v] += t
             cells.append(f"{fmt_trials(float(np.median(t)), budget)} / "
                          f"{sum(x <= within for x in t)}/{len(t)}" if t else "-")
@@ -1129,7 +1129,7 @@ def loo_warm_report(doc: dict[str, Any], spaces: list[str], variants: list[str],
               f"{base} / variant (> 0: variant faster) | faster / same / slower |",
               "|---|---:|---:|---:|---|"]
     for v in variants:
-        pairs = [(a, b) for space in spaces for s in seeds
+        pairs = [(a, b) for space in spaces for s in names
                  if (a := t95(base, space, s)) is not None and (b := t95(v, space, s)) is not None]
         d = [math.log2(a / b) for a, b in pairs]
         lines.append(
@@ -1261,8 +1261,8 @@ def loo_report(doc: dict[str, Any], facts: dict[str, dict[str, Any]], variants: 
                     + ", ".join(f"`{v}`" for v in variants) + ") with the best mean log2 "
                     "speed-up over random on the spaces of the other kernel families, scored "
                     "on the held-out space.", "",
-                    *loo_table(doc, facts, lambda s, b=b: loo_choice(doc, facts, variants, s,
-                                                                     seeds, b),
+                    *loo_table(doc, facts, functools.partial(loo_choice, doc, facts, variants,
+                                                             seeds=seeds, budget=b),
                                seeds, b, show_variant=True)]
     o = doc.get("overhead")
     if o:
