@@ -241,6 +241,7 @@ class Tuner:
         for m in prior:
             done[m.config] = m
         transfer: dict[str, Any] | None = None
+        related: list[str] = []
         if self.transfer:
             others = self.db.history(kernel=self.workload.kernel, exclude=self.workload)
             if older:
@@ -262,8 +263,6 @@ class Tuner:
                 transfer = getattr(self.strategy, "transfer_", None) or {
                     "workloads": len(others), "used": 0,
                     "why": f"strategy {self.strategy.name!r} does not learn from other workloads"}
-                transfer = {**transfer, "related": [k for k in related
-                                                    if k in transfer.get("kernels", ())]}
                 log.info("warm start from %d of %d other workloads", transfer["used"],
                          len(others))
             elif not prior:  # a kernel's first search: say which kernels --like could name
@@ -429,8 +428,9 @@ class Tuner:
                 failures[m.status.value] = failures.get(m.status.value, 0) + 1
         took = getattr(self.strategy, "transfer_", None)
         if transfer is not None and took is not None:  # with its evidence on this run's trials
-            transfer = {**took, **({"related": transfer["related"]} if "related" in transfer
-                                   else {})}
+            transfer = dict(took)
+        if transfer is not None and "like_candidates" not in transfer:  # a warm start's
+            transfer["related"] = [k for k in related if k in transfer.get("kernels", ())]
         return TuneResult(self.workload, self.db.best(self.workload, self.space), count, new,
                           self.strategy.proposals, time.monotonic() - start, stopped, failures,
                           transfer)

@@ -210,9 +210,6 @@ class Records(Store):
             wid = self._find_workload(conn, workload)
             if wid is None:
                 return None
-            cached = self._spaces.get(wid)
-            if cached is not None:
-                return list(cached[1].names)
             w = S.workloads.c
             doc = conn.execute(sa.select(w.space).where(w.id == wid)).scalar()
             if doc is None:
@@ -220,10 +217,7 @@ class Records(Store):
             try:
                 return [str(p["name"]) for p in json.loads(doc)["params"]]
             except (ValueError, TypeError, KeyError) as exc:
-                raise DatabaseError(
-                    f"tuning database {self._shown} holds a damaged space for workload {wid} "
-                    f"({_first_line(exc)}): run the search again to declare it anew, or pass "
-                    "another --db") from exc
+                raise self._damaged_space(wid, exc) from exc
 
         return self._read("read", query)
 
@@ -238,12 +232,15 @@ class Records(Store):
         try:
             space = Space.from_dict(json.loads(doc))
         except (ValueError, TypeError, SpaceError) as exc:
-            raise DatabaseError(
-                f"tuning database {self._shown} holds a damaged space for workload {wid} "
-                f"({_first_line(exc)}): run the search again to declare it anew, or pass "
-                "another --db") from exc
+            raise self._damaged_space(wid, exc) from exc
         self._spaces[wid] = (doc, space)
         return space
+
+    def _damaged_space(self, wid: int, exc: Exception) -> DatabaseError:
+        return DatabaseError(
+            f"tuning database {self._shown} holds a damaged space for workload {wid} "
+            f"({_first_line(exc)}): run the search again to declare it anew, or pass "
+            "another --db")
 
     # -- claims --------------------------------------------------------------------------------
 

@@ -305,10 +305,9 @@ class ModelSearch(SearchStrategy):
             if own and not any(own):  # this kernel's others say nothing: neither do others
                 alone = sum(w.kernel != current.kernel for w, _, _ in groups)
                 groups = [gr for gr in groups if gr[0].kernel == current.kernel]
-                usable = [wm for wm in usable if wm[0].kernel == current.kernel]
         self.workload = current
         self.features = FeatureExtractor.for_workloads(
-            self.space, [w for w, _ in usable] + ([current] if current else []),
+            self.space, [w for w, _, _ in groups] + ([current] if current else []),
             interactions=self.interactions, relative=self.relative,
             relative_pairs=self.relative_pairs)
         X, y, g = [], [], []
@@ -352,9 +351,9 @@ class ModelSearch(SearchStrategy):
         self._rows.clear()
         self._told_at_fit = -1
         self.transfer_ = {
-            "workloads": len(usable), "used": len(X), "trials": sum(len(v) for v in y),
+            "workloads": len(groups), "used": len(X), "trials": sum(len(v) for v in y),
             # other kernels among them (the Tuner's like= and related kernels)
-            "kernels": sorted({w.kernel for w, _ in usable} - {current.kernel}) if current
+            "kernels": sorted({w.kernel for w, _, _ in groups} - {current.kernel}) if current
             else [],
             "left_out": {"no config in this space": outside, "flat top": flat,
                          **({"another kernel, no sibling kept": alone} if alone else {})},
