@@ -100,6 +100,9 @@ def test_a_warm_start_takes_trials_of_an_older_space_of_the_kernel(tmp_path, cap
     tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
     assert tr["used"] == 1 and tr["other_space"] == 1 and tr["trials"] == 12
     assert tr["first"] == []  # none of its configs is a point of the newer space
+    from tunex.cli import _transfer_text
+
+    assert "1 of them recorded under another version of this space" in _transfer_text(tr, None)
 
 
 def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
@@ -143,6 +146,8 @@ def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
             assert ("; of related kernels among them (their spaces name most of its "
                     "parameters; --no-related leaves them out): matmul)") in _transfer_text(
                 tr, None)
+            assert ("recorded under another space (an earlier version of this one, or another "
+                    "kernel's)") in _transfer_text(tr, None)
     unusable = {"workloads": 1, "used": 0, "kernels": ["cn_pnpoly"],
                 "left_out": {"no config in this space": 1}}
     assert _transfer_text(unusable, None) == (

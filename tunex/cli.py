@@ -351,8 +351,10 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
            + ")" + (f"; left out: {left}" if left else ""))
     if tr.get("other_space"):
         k = tr["other_space"]
-        out += (f"; {k} of them recorded under another version of this space (their configs "
-                "train the model, with what this space adds unknown to it)")
+        where = ("another space (an earlier version of this one, or another kernel's)"
+                 if kernels or related else "another version of this space")
+        out += (f"; {k} of them recorded under {where} (their configs train the model, with "
+                "what this space adds unknown to it)")
     first = [Config(c) for c in tr.get("first", [])]
     if first:
         out += f"; their {len(first)} best configs were proposed first"
