@@ -226,16 +226,18 @@ def trials_to(rec: dict[str, Any], level: float, budget: int) -> int:
 
 def run_tunex(path: Path, strategy: str, seed: int, budget: int, optimum: float, *,
               warm: list[tuple[Any, list[Measurement]]] | None = None,
-              keep_measurements: bool = False) -> dict[str, Any]:
+              keep_measurements: bool = False, guessed: Iterable[str] = ()) -> dict[str, Any]:
     """One tunex search on a noisy replay, run by tunex's own loop (``tunex.tuner.Tuner``,
     one trial in flight, no re-measurement, no transfer but ``warm``); the strategy's ``ask``
-    and ``tell`` are timed where the loop calls them."""
+    and ``tell`` are timed where the loop calls them. ``guessed``: the kernels among ``warm``
+    related to it by parameter names only (``warm_start``'s ``guessed``)."""
     t_start = time.perf_counter()
     target = ReplayTarget(path, noisy=True, seed=seed)
     search = get_strategy(strategy, target.space, seed=seed)
     workload = target.workload()
-    if warm:  # ModelSearch.warm_start takes current=; the base contract does not (yet)
-        search.warm_start(warm, current=workload)
+    if warm:
+        search.warm_start(warm, current=workload, **({"guessed": set(guessed)} if guessed
+                                                     else {}))
     spent = [0.0]
     told: set[Any] = set()
     repeats = [0]
@@ -888,20 +890,24 @@ def loo_cold_sources(members: list[tuple[str, str]], seed: int, budget: int,
 
 
 @functools.cache
-def _kernel_and_names(path: str) -> tuple[str, frozenset[str]]:
+def _kernel_and_names(path: str) -> tuple[str, frozenset[str], str]:
     target = ReplayTarget(Path(path))
-    return target.workload().kernel, frozenset(target.space.names)
+    return (target.workload().kernel, frozenset(target.space.names),
+            str(target.fingerprint()["device"]))
 
 
-def related_spaces(space: str, path: str, others: list[tuple[str, str]]) -> list[str]:
+def related_spaces(space: str, path: str, others: list[tuple[str, str]],
+                   same_device: bool = False) -> list[str]:
     """The spaces among ``others`` of another kernel whose parameters include more than half
     of ``space``'s: the kernels a user would name with ``--like`` (``Tuner(like=...)``) for
-    a kernel's first search, by the rule its model keeps their trials by."""
-    kernel, names = _kernel_and_names(path)
+    a kernel's first search, by the rule its model keeps their trials by (``same_device``:
+    only those recorded on the same device, a database of one machine's kernels)."""
+    kernel, names, device = _kernel_and_names(path)
     out = []
     for s, p in others:
-        k, n = _kernel_and_names(p)
-        if k != kernel and 2 * len(names & n) > len(names):
+        k, n, dev = _kernel_and_names(p)
+        if k != kernel and 2 * len(names & n) > len(names) and (
+                not same_device or dev == device):
             out.append(s)
     return out
 
@@ -910,7 +916,8 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
                  variants: dict[str, str], optima: dict[str, float],
                  cold_cache: str | None = None, warm_budget: int | None = None,
                  related: list[list[tuple[str, str]]] | None = None,
-                 with_siblings: bool = False) -> dict[str, dict[str, dict[str, Any]]]:
+                 with_siblings: bool = False, same_device: bool = False
+                 ) -> dict[str, dict[str, dict[str, Any]]]:
     """One (family, seed) task of ``--no-cold``: cold searches of every member by the default
     ``model`` (the siblings' sources, of ``max(budget, source_budget)`` trials, run once, or
     read from ``cold_cache``), then every variant's warm searches on the first
@@ -929,7 +936,7 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
         names[space] = [s for s, _ in members if s != space]
         if related is not None:
             names[space] = (names[space] if with_siblings else []) + related_spaces(
-                space, path, [m for g in related for m in g])
+                space, path, [m for g in related for m in g], same_device)
             for group in related:
                 if any(s in names[space] for s, _ in group) and group[0][0] not in pool:
                     pool.update(loo_cold_sources(group, seed, src_budget, optima, cold_cache))
@@ -941,8 +948,9 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
                        for s in names[space]]
             if not sources:
                 continue
+            kernel = pool[space]["_workload"].kernel  # other kernels here: related by names
             rec = run_tunex(Path(path), "model", seed, warm_budget or budget, optima[space],
-                            warm=sources)
+                            warm=sources, guessed={w.kernel for w, _ in sources} - {kernel})
             rec["sources"] = names[space]
             out.setdefault(name, {})[space] = {
                 "warm": rec,
@@ -986,7 +994,8 @@ def loo_main(args: argparse.Namespace) -> int:
                 key = {"budget": args.budget, "code": tunex_code(),
                        "source_budget": args.source_budget, "sources": "default model, cold"
                        + {"siblings": "", "other-kernels": ", other kernels",
-                          "both": ", siblings and other kernels"}[args.sources],
+                          "both": ", siblings and other kernels"}[args.sources]
+                       + (", same device" if args.related_device == "same" else ""),
                        **({"warm_budget": args.warm_budget} if args.warm_budget else {})}
                 todo = {n: o for n, o in opts_all.items() if not (args.reuse and all(
                     matches(doc["runs"].get(n, {}).get(s, {}).get(str(seed)),
@@ -1015,6 +1024,10 @@ def loo_main(args: argparse.Namespace) -> int:
                     doc["runs"].setdefault(v, {}).setdefault(space, {})[str(seed)] = {
                         **rec, **key, "options": name[v]}
             results.save()
+            if not out:  # no member had a source (--sources other-kernels: none related)
+                print(f"[{time.time() - t0:6.0f}s] {family:20s} seed {seed:3d}  no sources",
+                      flush=True)
+                return
             first = next(iter(out.values()))  # cold (the default's) / warm per variant
             print(f"[{time.time() - t0:6.0f}s] {family:20s} seed {seed:3d}  " + "  ".join(
                 f"{s.split('/')[1]}: {trials_to(first[s]['cold_default'], 0.95, args.budget)}/"
@@ -1036,7 +1049,8 @@ def loo_main(args: argparse.Namespace) -> int:
                     {s: facts[s]["optimum"] for s in spaces},
                     str(args.cold_cache) if args.cold_cache else None, args.warm_budget,
                     [g for g in families.values() if g is not members]
-                    if args.sources != "siblings" else None, args.sources == "both")
+                    if args.sources != "siblings" else None, args.sources == "both",
+                    args.related_device == "same")
         return (run_loo_family, members, seed, args.budget, args.source_budget, opts,
                 {s: facts[s]["optimum"] for s, _ in members}, not args.no_warm)
 
@@ -1479,6 +1493,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "more than half of its own, as a kernel's first search in a database of "
                         "other kernels does, or (both) its siblings and those, as a search "
                         "named --like other kernels in a database of its own")
+    p.add_argument("--related-device", choices=("any", "same"), default="any",
+                   help="(--sources other-kernels/both) the other kernels' spaces recorded on "
+                        "any device, or (same) only on the held-out space's device")
     p.add_argument("--variants", default='{"model": {}}',
                    help='(--loo) JSON {name: options of the model strategy}')
     p.add_argument("--no-warm", action="store_true", help="(--loo) cold searches only")

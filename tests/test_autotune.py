@@ -1043,15 +1043,18 @@ def test_gpu_on_miss_builds_in_the_pool_and_keeps_reset_to_zero(db_path: Path) -
 
 def test_a_kernel_like_another_starts_its_tuning_from_the_others_trials(db_path: Path) -> None:
     """``like=["add_a"]``: the second kernel's tuning warm-starts from the first's trials (the
-    selection counts the workload it learned from); without it, it starts cold."""
+    selection counts the workload it learned from); so it does unnamed, as a related kernel
+    measured on the same device (their spaces are the same); ``related=False`` without
+    ``like``: it starts cold."""
     space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
     bench = lambda call, config: [1.0 + abs(np.log2(config["BLOCK"] / 256))]  # noqa: E731
     opts = dict(space=space, key={"n": "pow2"}, mode="on_miss", db=str(db_path), bench=bench,
                 remeasure=0)
     call_add(tunex.autotune(name="add_a", budget="12trials", **opts)(jit(add_kernel)), 100)
-    for like, used in (([], 0), (["add_a"], 1)):
-        k = tunex.autotune(name=f"add_b{len(like)}", budget="3trials", like=like,
-                           **opts)(jit(add_kernel))
+    # unnamed: add_a and the add_b00 tuned just before, both of the same space and device
+    for like, related, used in (([], False, 0), ([], True, 2), (["add_a"], False, 1)):
+        k = tunex.autotune(name=f"add_b{len(like)}{int(related)}", budget="3trials", like=like,
+                           related=related, **opts)(jit(add_kernel))
         call_add(k, 100)
         assert k.last.source == "tuned" and k.last.transfer == used
     with pytest.raises(ConfigError, match="like='add_a'"):
@@ -1070,8 +1073,8 @@ def test_a_kernels_second_shape_learns_from_related_kernels_too(db_path: Path) -
     for related, used in ((True, 2), (False, 1)):
         k = tunex.autotune(name=f"add_r{int(related)}", related=related,
                            **opts)(jit(add_kernel))
-        call_add(k, 100)  # its first shape: the other kernel is only listed
-        assert k.last.source == "tuned" and k.last.transfer == 0
+        call_add(k, 100)  # its first shape: the other kernel, measured on the same device
+        assert k.last.source == "tuned" and k.last.transfer == int(related)
         call_add(k, 4000)
         assert k.last.source == "tuned" and k.last.transfer == used
     with pytest.raises(ConfigError, match="related=1"):

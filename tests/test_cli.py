@@ -112,16 +112,29 @@ def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
                  "--budget", "10trials", "--db", db, "-q", "--seed", "0"]) == 0
     tma = f"replay:{data / 'matmul_tma_H200_1024x1024x1024.json.gz'}"
     capsys.readouterr()
-    # without --like the summary names the kernel it could start from, and uses nothing
+    # an empty database: nothing to start from
     assert main(["search", "--target", tma, "--budget", "2trials", "--db", db + "x", "-q"]) == 0
     assert "transfer" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert main(["search", "--target", tma, "--budget", "2trials", "--db", db, "-q"]) == 0
+    # --no-related: the summary names the kernel it could start from, and uses nothing
+    assert main(["search", "--target", tma, "--budget", "2trials", "--db", db + "y", "-q",
+                 "--no-related"]) == 0
+    assert main(["search", "--target", tma, "--budget", "2trials", "--db", db, "-q",
+                 "--no-related"]) == 0
     tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
     assert tr == {"workloads": 0, "used": 0, "like_candidates": ["matmul"]}
     from tunex.cli import _transfer_text
 
     assert _transfer_text(tr, None).endswith("--like matmul")
-    assert main(["search", "--target", tma, "--budget", "5trials", "--db", db, "--seed", "0",
+    # by default the matmul measured on the same device starts it, trusted less than named
+    assert main(["search", "--target", tma, "--budget", "4trials", "--db", db, "--seed", "0",
+                 "-q"]) == 0
+    tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
+    assert tr["related"] == ["matmul"] and tr["used"] == 1 and tr["keep"] == "above"
+    assert "of related kernels among them" in _transfer_text(tr, None)
+    checked = {**tr, "rank_correlation": 0.0, "model_kept": False}
+    assert ("(rank correlation; kernels related by their parameter names alone stay only while "
+            "above chance), so their trials were dropped from it") in _transfer_text(checked, None)
+    assert main(["search", "--target", tma, "--budget", "6trials", "--db", db, "--seed", "0",
                  "--like", "matmul", "-q"]) == 0
     tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
     assert tr["kernels"] == ["matmul"] and tr["used"] == 1

@@ -310,27 +310,57 @@ def test_trials_of_an_earlier_space_of_the_workload_join_the_warm_start(tmp_path
 
 def test_a_kernel_named_like_another_starts_from_its_trials(tmp_path, caplog):
     """A matmul with TMA, searched for the first time, learns from the plain matmul's trials
-    when told it is like it (their configs lack its SUBTILE and FLATTEN); without ``like`` it
-    starts cold, and a kernel name that is not a list is refused."""
+    when told it is like it (their configs lack its SUBTILE and FLATTEN), trusted as its own;
+    unnamed, the plain matmul measured on the same device joins as a related kernel, trusted
+    less; with ``related=False`` it starts cold, listing what ``like`` could name; a kernel
+    name that is not a list is refused."""
     data = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
     plain = ReplayTarget(data / "matmul_H200_1024x1024x1024.json.gz")
     tma = ReplayTarget(data / "matmul_tma_H200_1024x1024x1024.json.gz")
     with Database(tmp_path / "l.db") as db:
         Tuner(plain, plain.space, db=db, strategy="random", seed=0, budget="30trials").run()
-        cold = Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="2trials").run()
+        cold = Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="2trials",
+                     related=False).run()
         assert cold.transfer == {"workloads": 0, "used": 0,  # none of its own kernel:
                                  "like_candidates": ["matmul"]}  # what like= could name
+        guessed = Tuner(tma, tma.space, db=db, strategy="model", seed=0,
+                        budget="3trials").run()
+        assert guessed.transfer is not None and guessed.transfer["used"] == 1
+        assert guessed.transfer["related"] == ["matmul"] and guessed.transfer["keep"] == "above"
         tuner = Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="4trials",
                       like=["matmul", "matmul_tma"])
         res = tuner.run()
         assert res.transfer is not None and res.transfer["used"] == 1
-        assert res.transfer["kernels"] == ["matmul"] and res.transfer["other_space"] == 1
+        assert res.transfer["kernels"] == ["matmul"] and res.transfer["related"] == []
+        assert res.transfer["keep"] == "chance" and res.transfer["other_space"] == 1
         assert tuner.strategy._other is not None and len(tuner.strategy._other[1]) == 30
         Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="5trials",
               like=["matmul_v2"]).run()
         assert "like 'matmul_v2': no workload of that kernel in the database" in caplog.text
     with pytest.raises(ConfigError, match="list of kernel names"):
         Tuner(tma, tma.space, like="matmul")
+
+
+def test_a_first_search_takes_related_kernels_of_its_own_device_only(tmp_path):
+    """On a kernel's first search, a kernel whose space names most of its parameters joins the
+    warm start only where it was measured on the same device (a dedispersion on the MI250X for
+    a convolution on the MI250X, not for one on the A100, which lists it instead)."""
+    ded = ReplayTarget(recorded("dedispersion/MI250X.json.gz"))
+    same = ReplayTarget(recorded("convolution/MI250X.json.gz"))
+    other = ReplayTarget(recorded("convolution/A100.json.gz"))
+    assert ded.workload().device == same.workload().device != other.workload().device
+    for target in (other, same):
+        with Database(tmp_path / f"{target.path.name}.db") as db:
+            Tuner(ded, ded.space, db=db, strategy="random", seed=0, budget="20trials").run()
+            res = Tuner(target, target.space, db=db, strategy="model", seed=0,
+                        budget="2trials").run()
+            if target is other:
+                assert res.transfer == {"workloads": 0, "used": 0,
+                                        "like_candidates": ["dedispersion_kernel"]}
+            else:
+                assert res.transfer is not None and res.transfer["used"] == 1
+                assert res.transfer["related"] == ["dedispersion_kernel"]
+                assert res.transfer["trials"] == 20 and res.transfer["keep"] == "above"
 
 
 def test_related_kernels_join_a_warm_start_beside_the_kernels_own(tmp_path):

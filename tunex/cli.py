@@ -361,10 +361,11 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
         if best is not None and best.config in first:
             out += ", and the winner is one of them"
     if tr.get("rank_correlation") is not None:
+        rule = ("kernels related by their parameter names alone stay only while above chance"
+                if tr.get("keep") == "above" else "they are dropped only when worse than chance")
         out += (f"; their model ranks this workload's trials at {tr['rank_correlation']:+.2f} "
-                "(rank correlation; they are dropped only when worse than chance), so their "
-                "trials " + ("stay in its training" if tr["model_kept"] else
-                             "were dropped from it"))
+                f"(rank correlation; {rule}), so their trials "
+                + ("stay in its training" if tr["model_kept"] else "were dropped from it"))
     return out + " (--no-transfer: search cold)"
 
 
@@ -778,8 +779,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(repeatable): a variant of a kernel tuned before, whose configs name most "
                    "of this space's parameters")
     s.add_argument("--no-related", action="store_true",
-                   help="where the database holds other workloads of this kernel, do not also "
-                   "warm-start from the other kernels whose spaces name most of its parameters")
+                   help="do not warm-start from the other kernels whose spaces name most of "
+                   "its parameters (by default: beside this kernel's other workloads, and on "
+                   "its first search those measured on this device)")
     s.add_argument("--no-baseline", action="store_true",
                    help="C kernels: do not measure the winner against the kernel's plain C "
                    "form at -O3 when the search ends")

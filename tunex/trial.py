@@ -153,6 +153,12 @@ class Workload:
         )
 
     @property
+    def device(self) -> Any:
+        """The device it was measured on: the target's ``device`` fact where it names one,
+        else the whole fingerprint."""
+        return self.target.get("device", self.target)
+
+    @property
     def digest(self) -> str:
         """Short stable hash of :attr:`key`."""
         return hashlib.sha256(self.key.encode()).hexdigest()[:16]

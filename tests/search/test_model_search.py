@@ -203,6 +203,39 @@ def test_transfer_is_dropped_when_the_siblings_mislead():
     assert mislead.transfer_ is not None and not mislead.transfer_["model_kept"]
 
 
+def test_kernels_guessed_from_parameter_names_are_trusted_less():
+    """A warm start whose every source is a kernel guessed from its parameter names (a first
+    search's related kernels): their best configs still come first, but their model has half
+    the proposals before the first check, and they stay only while it ranks this workload's
+    trials above chance. Named kernels, or guessed ones beside a sibling, keep the full
+    trust."""
+    s = space()
+    pool = s.sample(150, rng=0)
+    w_o, here = Workload("other", problem={"n": 1}), Workload("k", problem={"n": 2})
+    sib = Workload("k", problem={"n": 4})
+    theirs = [Measurement(c, Status.OK, (smooth(c),)) for c in pool]
+    best = min(theirs, key=lambda m: m.value).config
+    guessed = ModelSearch(s, seed=0)
+    guessed.warm_start([(w_o, theirs)], current=here, guessed={"other"})
+    named = ModelSearch(s, seed=0)
+    named.warm_start([(w_o, theirs)], current=here)
+    beside = ModelSearch(s, seed=0)
+    beside.warm_start([(sib, theirs[:60]), (w_o, theirs[60:])], current=here, guessed={"other"})
+    assert guessed.ask(1) == named.ask(1) == [best]  # their favourite first either way
+    assert guessed._share() == pytest.approx(0.5 * (1 - guessed.explore))
+    assert named._share() == beside._share() == pytest.approx(1 - named.explore)
+    assert guessed.transfer_ is not None and guessed.transfer_["keep"] == "above"
+    assert named.transfer_ is not None and named.transfer_["keep"] == "chance"
+    for f in (smooth, scrambled):
+        for keep in (0.0, 0.5):
+            st = ModelSearch(s, seed=1, related_keep=keep)
+            st.warm_start([(w_o, theirs)], current=here, guessed={"other"})
+            search(st, f, 20)
+            assert st.prior_rho_ is not None and st.use_other_ is (st.prior_rho_ > keep)
+    with pytest.raises(ValueError, match="related_start"):
+        ModelSearch(s, related_start=1.5)
+
+
 def test_own_trials_weigh_their_share_of_a_warm_fit():
     """With ``own_share`` (0.5 by default), this workload's trials carry at least that share of
     each fit's loss however many sibling trials train beside them; without it every row weighs

@@ -52,9 +52,10 @@ class AutotuneOptions:
         like: names of other kernels this one is a variant of (``["matmul"]`` for a matmul
             with TMA): their trials in the database also warm-start its tuning, as
             ``tunex search --like`` (:class:`~tunex.tuner.Tuner`'s ``like``).
-        related: where the database holds other workloads of this kernel, also warm-start from
-            the other kernels whose spaces name most of its parameters (``False``: as
-            ``tunex search --no-related``; :class:`~tunex.tuner.Tuner`'s ``related``).
+        related: also warm-start from the other kernels whose spaces name most of its
+            parameters: beside this kernel's other workloads, and on its first workload those
+            measured on this device, trusted less (``False``: as ``tunex search
+            --no-related``; :class:`~tunex.tuner.Tuner`'s ``related``).
         db: the tuning database (path, URL or :class:`~tunex.db.Database`); default
             ``TUNEX_DB``, else ``~/.cache/tunex/tunex.db``.
         name: the kernel's name in workloads (default: the function's name).

@@ -77,12 +77,15 @@ class SearchStrategy(abc.ABC):
         self._tell(measurements)
 
     def warm_start(self, others: Sequence[tuple[Workload, Sequence[Measurement]]],  # noqa: B027
-                   current: Workload | None = None) -> None:
+                   current: Workload | None = None, guessed: Collection[str] = ()) -> None:
         """Offer trials of *other* workloads (other shapes, other devices) before the search.
 
         ``current`` is the workload being searched (its problem sizes and target facts are what
-        a model relates the others to). Strategies that can transfer knowledge use them and
-        record what they took in :attr:`transfer_`; the default ignores them.
+        a model relates the others to). ``guessed``: kernels among the others that nobody
+        named, taken because their spaces share most of this one's parameter names (a weaker
+        claim than a kernel's own other workloads, or kernels the user named as variants of
+        this one). Strategies that can transfer knowledge use them and record what they took
+        in :attr:`transfer_`; the default ignores them.
         """
 
     @abc.abstractmethod
