@@ -234,6 +234,8 @@ def test_kernels_guessed_from_parameter_names_are_trusted_less():
             assert st.prior_rho_ is not None and st.use_other_ is (st.prior_rho_ > keep)
     with pytest.raises(ValueError, match="related_start"):
         ModelSearch(s, related_start=1.5)
+    with pytest.raises(ValueError, match="related_keep"):
+        ModelSearch(s, related_keep=1.0)
 
 
 def test_own_trials_weigh_their_share_of_a_warm_fit():

@@ -198,11 +198,11 @@ class ModelSearch(SearchStrategy):
             ranks this workload's trials above this rank correlation (``None``: as the
             kernel's own other workloads, dropped only when worse than chance).
             Leave-one-out, a first search from the other kernels of the same device whose
-            spaces name most of its parameters, 16 seeds: ``0.5`` and ``0.0`` against cold
-            1.33 fewer log2 trials on the 17 H200 Triton spaces (95% within 20 trials in 257
-            of 272 runs against 191), level on Kernel Tuner's (+0.007); following their model
-            from the first trial (``1.0``, ``None``) gains 1.92 on the former and loses 0.18
-            on the latter (RESULTS.md).
+            spaces name most of its parameters, 16 seeds: with ``0.5`` and ``0.0`` its mean
+            log2 of trials to 95% is 1.33 below cold on the 17 H200 Triton spaces (95% within
+            20 trials in 257 of 272 runs against 191) and level with cold on Kernel Tuner's
+            (+0.007); following their model from the first trial (``1.0``, ``None``) gains
+            1.92 on the former and loses 0.18 on the latter (RESULTS.md).
     """
 
     name = "model"
@@ -266,6 +266,9 @@ class ModelSearch(SearchStrategy):
         if not 0.0 <= related_start <= 1.0:
             raise ValueError(f"related_start must be between 0 and 1, not {related_start!r}")
         self.related_start = related_start
+        if related_keep is not None and not -1.0 <= related_keep < 1.0:
+            raise ValueError("related_keep must be None or a rank correlation in [-1, 1), not "
+                             f"{related_keep!r}")
         self.related_keep = related_keep
         self._guessed = False  # every source kept is a kernel related by its parameter names
         self._sampler: OptunaSearch | None = None  # the sampler arm, on this workload's trials
