@@ -155,8 +155,8 @@ class Tuner:
             from the siblings alone); on the kernel's first search, their workloads measured
             on this device, whose model the default strategy follows for half of the
             proposals before its first evidence check and keeps only while it ranks this
-            workload's trials above chance (leave-one-out, 16 seeds: 95% within 20 trials in
-            257 of 272 runs on the H200 Triton kernels against 191 cold, level on Kernel
+            workload's trials above chance (leave-one-out, 40 seeds: 95% within 20 trials in
+            634 of 680 runs on the H200 Triton kernels against 495 cold, level on Kernel
             Tuner's; benchmarks/RESULTS.md). Where none was measured on this device, the
             result's ``transfer`` lists them (``like_candidates``).
         first: configs to measure before the strategy proposes (a default config, the best

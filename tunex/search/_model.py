@@ -198,11 +198,11 @@ class ModelSearch(SearchStrategy):
             ranks this workload's trials above this rank correlation (``None``: as the
             kernel's own other workloads, dropped only when worse than chance).
             Leave-one-out, a first search from the other kernels of the same device whose
-            spaces name most of its parameters, 16 seeds: with ``0.5`` and ``0.0`` its mean
-            log2 of trials to 95% is 1.33 below cold on the 17 H200 Triton spaces (95% within
-            20 trials in 257 of 272 runs against 191) and level with cold on Kernel Tuner's
-            (+0.007); following their model from the first trial (``1.0``, ``None``) gains
-            1.92 on the former and loses 0.18 on the latter (RESULTS.md).
+            spaces name most of its parameters, 40 seeds: with ``0.5`` and ``0.0`` its mean
+            log2 of trials to 95% is 1.39 below cold on the 17 H200 Triton spaces (95% within
+            20 trials in 634 of 680 runs against 495) and level with cold on Kernel Tuner's
+            (-0.07, p 0.59); following their model from the first trial (``1.0``, ``None``;
+            seeds 0-15) gains 1.92 on the former and loses 0.18 on the latter (RESULTS.md).
     """
 
     name = "model"
