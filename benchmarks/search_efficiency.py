@@ -1098,6 +1098,9 @@ def loo_main(args: argparse.Namespace) -> int:
                        f"{platform.python_version()}",
             "seconds": round(time.time() - t0)})
         results.save()
+    if args.stop_rules:
+        print(loo_patience_report(doc, next(iter(variants)), args.stop_rules))
+        return 0
     if args.no_cold:
         body = loo_warm_report(doc, list(facts), list(variants),
                                range(args.seed_start, args.seed_start + args.seeds), args.budget)
@@ -1111,6 +1114,49 @@ def loo_main(args: argparse.Namespace) -> int:
         write_section(args.markdown, body, LOO_SECTION)
         print(f"wrote section '{LOO_SECTION}' of {args.markdown}")
     return 0
+
+
+def stopped_at(improvements: Sequence[Sequence[float]], patience: int | None,
+               trials: int) -> tuple[int, float]:
+    """Where the Tuner's patience rule (stop once ``patience`` trials pass without a 1% gain)
+    stops a stored run, and the best recorded time by then: ``(trials, time)``. The rule here
+    reads the recorded means of the run's trials (``improvements``), the Tuner's the noisy
+    measurements, whose spurious gains reset it more often: a lower bound of its trials."""
+    gains = dict((int(t), float(v)) for t, v in improvements)
+    best, last = math.inf, 0
+    for t in range(1, trials + 1):
+        if t in gains:
+            if gains[t] < best * 0.99:
+                last = t
+            best = min(best, gains[t])
+        if patience is not None and t - last >= patience:
+            return t, best
+    return trials, best
+
+
+def loo_patience_report(doc: dict[str, Any], variant: str, budget: int,
+                        patiences: Sequence[int | None] = (10, 20, 30, 40, None)) -> str:
+    """What stopping on patience would cost the stored runs of ``variant`` cut at ``budget``
+    trials (the decorator's trial budget): mean share of the optimum reached, runs below 95%
+    of it, mean trials spent, for the cold and the warm runs."""
+    facts, runs = doc["facts"], doc["runs"].get(variant, {})
+    lines = [f"stopping on patience, the stored runs of {variant!r} cut at {budget} trials",
+             "", "| runs | patience | runs | mean share of the optimum | below 95% | mean trials |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for kind in ("cold", "cold_default", "warm"):
+        recs = [(facts[s]["optimum"], r[kind]) for s, seeds in runs.items() if s in facts
+                for r in seeds.values() if kind in r]
+        if not recs:
+            continue
+        for patience in patiences:
+            got = [stopped_at(rec["improvements"], patience, min(budget, rec["trials"]))
+                   for _opt, rec in recs]
+            share = [opt / t for (opt, _rec), (_n, t) in zip(recs, got)]
+            lines.append(f"| {kind.replace('_default', '')} | {patience or 'none'} | "
+                         f"{len(recs)} | {sum(share) / len(share):.4f} | "
+                         f"{sum(x < 0.95 for x in share)} | "
+                         f"{sum(n for n, _t in got) / len(got):.1f} |")
+    return "\n".join(lines)
 
 
 def loo_warm_report(doc: dict[str, Any], spaces: list[str], variants: list[str],
@@ -1474,6 +1520,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--reuse", action="store_true",
                    help="skip runs already in --out with the same budget, data and code")
     p.add_argument("--report-only", action="store_true", help="only print the tables of --out")
+    p.add_argument("--stop-rules", type=int, metavar="BUDGET", default=0,
+                   help="(--loo --report-only) what stopping on patience would cost the stored "
+                        "runs of the first --variants cut at BUDGET trials")
     p.add_argument("--markdown", type=Path, help=f"write the summary as the '{SECTION}' section")
     p.add_argument("--loo", action="store_true",
                    help="leave-one-out mode: cold and warm model searches per kernel family")
@@ -1530,6 +1579,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.compare = strategy_names(args.compare)
     if args.compare_only and not args.compare:
         p.error("--compare-only needs --compare")
+    if args.stop_rules and not (args.loo and args.report_only):
+        p.error("--stop-rules goes with --loo --report-only")
     if args.no_cold and (args.no_warm or args.compare or not args.loo):
         p.error("--no-cold goes with --loo, and not with --no-warm or --compare")
     if (args.cold_cache or args.warm_budget) and not args.no_cold:

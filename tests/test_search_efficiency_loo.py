@@ -219,3 +219,21 @@ def test_warm_sources_are_the_siblings_other_kernels_or_both():
     assert runs["other-kernels"]["matmul/a"]["warm"]["sources"] == ["matmul_tma/a"]
     assert runs["both"]["matmul/a"]["warm"]["sources"] == ["matmul/b", "matmul_tma/a"]
     assert runs["both"]["matmul/b"]["warm"]["trials"] == 2
+
+
+def test_the_patience_report_stops_each_run_where_the_tuner_would():
+    """A run's recorded bests at trials 1, 5 (a 0.5% gain: not a gain to patience), 12 and 40:
+    patience 10 stops at 11 (ten trials after the first), 12 at 24 (twelve after the gain at
+    12), 30 and none at the budget; the report scores each against the optimum."""
+    se = bench()
+    run = [[1, 2.0], [5, 1.99], [12, 1.5], [40, 1.0]]
+    assert se.stopped_at(run, 10, 50) == (11, 1.99)
+    assert se.stopped_at(run, 12, 50) == (24, 1.5)
+    assert se.stopped_at(run, 30, 50) == se.stopped_at(run, None, 50) == (50, 1.0)
+    assert se.stopped_at(run, 30, 20) == (20, 1.5)  # the budget first
+    doc = {"facts": {"a/1": {"optimum": 1.0}},
+           "runs": {"model": {"a/1": {"0": {"cold": {"improvements": run, "trials": 100}}}}}}
+    table = se.loo_patience_report(doc, "model", 50, (10, 12, None))
+    assert "| cold | 10 | 1 | 0.5025 | 1 | 11.0 |" in table
+    assert "| cold | 12 | 1 | 0.6667 | 1 | 24.0 |" in table
+    assert "| cold | none | 1 | 1.0000 | 0 | 50.0 |" in table
