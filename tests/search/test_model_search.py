@@ -238,6 +238,28 @@ def test_kernels_guessed_from_parameter_names_are_trusted_less():
         ModelSearch(s, related_keep=1.0)
 
 
+def test_a_fit_takes_at_most_transfer_rows_of_the_other_workloads_trials():
+    """A large database does not make every fit slow: at most ``transfer_rows`` of the other
+    workloads' trials (a fresh uniform sample per fit) train beside this workload's own."""
+    s = space()
+    others = [Measurement(c, Status.OK, (smooth(c),)) for c in s.sample(300, rng=0)]
+    w_o, here = Workload("k", problem={"n": 1}), Workload("k", problem={"n": 2})
+    capped = ModelSearch(s, seed=0, transfer_rows=100)
+    capped.warm_start([(w_o, others)], current=here)
+    search(capped, smooth, 5)
+    _X, y, g, _w = capped._training()
+    assert (g == 0).sum() == 5 and (g != 0).sum() == 100
+    again = capped._training()[1][5:]
+    assert set(again) != set(y[5:])  # drawn anew
+    whole = ModelSearch(s, seed=0, transfer_rows=None)
+    whole.warm_start([(w_o, others)], current=here)
+    search(whole, smooth, 5)
+    assert (whole._training()[2] != 0).sum() == int(300 * (1 - 5 / 50))  # the decay alone
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="transfer_rows"):
+            ModelSearch(s, transfer_rows=bad)
+
+
 def test_own_trials_weigh_their_share_of_a_warm_fit():
     """With ``own_share`` (0.5 by default), this workload's trials carry at least that share of
     each fit's loss however many sibling trials train beside them; without it every row weighs

@@ -203,6 +203,11 @@ class ModelSearch(SearchStrategy):
             20 trials in 634 of 680 runs against 495) and level with cold on Kernel Tuner's
             (-0.07, p 0.59); following their model from the first trial (``1.0``, ``None``;
             seeds 0-15) gains 1.92 on the former and loses 0.18 on the latter (RESULTS.md).
+        transfer_rows: at most this many of the other workloads' trials train a fit (a
+            uniform sample, drawn anew for each fit), so a database of many large searches does
+            not make every proposal slow: a warm start from 20,304 trials of three other GPUs
+            took 323 ms per trial (median of its first 40) without it, against 48 ms from 900
+            (RESULTS.md). ``None``: all of them.
     """
 
     name = "model"
@@ -219,7 +224,7 @@ class ModelSearch(SearchStrategy):
                  seed_spread: bool = False, relative: bool = True,
                  relative_pairs: bool = True, other_spaces: bool = True,
                  like_rule: str | None = "alongside", related_start: float = 0.5,
-                 related_keep: float | None = 0.0) -> None:
+                 related_keep: float | None = 0.0, transfer_rows: int | None = 4000) -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
@@ -270,6 +275,11 @@ class ModelSearch(SearchStrategy):
             raise ValueError("related_keep must be None or a rank correlation in [-1, 1), not "
                              f"{related_keep!r}")
         self.related_keep = related_keep
+        if transfer_rows is not None and (isinstance(transfer_rows, bool)
+                                          or not isinstance(transfer_rows, int)
+                                          or transfer_rows < 1):
+            raise ValueError(f"transfer_rows must be None or at least 1, not {transfer_rows!r}")
+        self.transfer_rows = transfer_rows
         self._guessed = False  # every source kept is a kernel related by its parameter names
         self._sampler: OptunaSearch | None = None  # the sampler arm, on this workload's trials
         self._model: GBMRanker | None = None
@@ -355,8 +365,12 @@ class ModelSearch(SearchStrategy):
             groups[int(gi[0]) - 1][0].kernel in guessed for gi in g)
         if X:
             self._other = (np.vstack(X), np.concatenate(y), np.concatenate(g))
+            prior = self._other
+            if self.transfer_rows is not None and len(prior[1]) > self.transfer_rows:
+                sel = self.rng.choice(len(prior[1]), size=self.transfer_rows, replace=False)
+                prior = (prior[0][sel], prior[1][sel], prior[2][sel])
             self._prior = GBMRanker(random_state=int(self.rng.integers(2**31)),
-                                    **self.model_options).fit(*self._other)
+                                    **self.model_options).fit(*prior)
         if self.seed_spread:  # skip near-copies (one parameter apart) of queued configs
             names = self.space.names
             left = [list(c) for c in best]
@@ -422,6 +436,8 @@ class ModelSearch(SearchStrategy):
             oX, oy, og = self._other
             keep = max(0.1, 1.0 - len(told) / self.transfer_decay)  # own trials take over
             n = int(len(oy) * keep)
+            if self.transfer_rows is not None:  # a fit's cost grows with its rows
+                n = min(n, self.transfer_rows)
             sel = self.rng.choice(len(oy), size=n, replace=False) if n < len(oy) else slice(None)
             own = len(y)
             X = np.vstack([X, oX[sel]])
