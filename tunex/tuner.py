@@ -454,9 +454,10 @@ class Tuner:
 
     def _like_candidates(self) -> list[str]:
         """Other kernels in the database (judged by the first workload of each) whose declared
-        space names more than half of this space's parameters: what ``like`` could name. On a
-        kernel's first search only listed (a kernel that shares parameter names may mislead a
-        search that has nothing else); beside its own workloads used (``related``)."""
+        space names more than half of this space's parameters: what ``like`` could name, and
+        what ``related`` takes (beside the kernel's own other workloads, all of theirs; on its
+        first search, those measured on this device, which the strategy trusts less: a kernel
+        that shares parameter names may mislead a search that has nothing else)."""
         names = set(self.space.names)
         seen: set[str] = {self.workload.kernel}
         out: list[str] = []
