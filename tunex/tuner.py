@@ -262,7 +262,8 @@ class Tuner:
             # the kernels whose spaces name most of this one's parameters: beside this
             # kernel's own other workloads, all of theirs; on its first search, those measured
             # on this device (the strategy trusts them less than named ones: ``guessed``)
-            for kernel in self._like_candidates() if self.related else []:
+            near = self._like_candidates()  # read once: it reads every kernel's declaration
+            for kernel in near if self.related else []:
                 if kernel in self.like:
                     continue
                 theirs = [(w, ms) for w, ms in self.db.history(kernel=kernel)
@@ -278,11 +279,9 @@ class Tuner:
                     "why": f"strategy {self.strategy.name!r} does not learn from other workloads"}
                 log.info("warm start from %d of %d other workloads", transfer["used"],
                          len(others))
-            elif not prior:  # a first search, no related kernel on this device: what --like
-                # could name
-                near = self._like_candidates()
-                if near:
-                    transfer = {"workloads": 0, "used": 0, "like_candidates": near}
+            elif not prior and near:  # a first search, no related kernel on this device:
+                # what --like could name
+                transfer = {"workloads": 0, "used": 0, "like_candidates": near}
         # the other workloads' best configs the strategy proposes first, to be marked so
         seeded = {Config(c) for c in (transfer or {}).get("first", ())}
         if prior:
