@@ -267,3 +267,69 @@ def test_an_unusable_space_definition_is_named_not_the_recording(tmp_path, text)
                                           r"used") as info:
         ReplayTarget(p, definition=t1)
     assert "not a usable recorded space" not in str(info.value)
+
+
+def _unconstrained(tmp_path, name="k.json"):
+    """A brute-forced cache of 3 x 3 x 2 values whose author's constraint (a * b <= 4, unknown
+    to the file) left 10 of the 18 combinations out, one of the recorded ones a failure."""
+    cache = {}
+    for a in (1, 2, 4):
+        for b in (1, 2, 4):
+            for c in (0, 1):
+                if a * b <= 4:
+                    t = "RuntimeFailedConfig" if (a, b, c) == (2, 2, 1) else 1.0 + a + b + c
+                    cache[f"{a},{b},{c}"] = {"a": a, "b": b, "c": c, "time": t}
+    doc = {"kernel_name": "k", "tune_params_keys": ["a", "b", "c"],
+           "tune_params": {"a": [1, 2, 4], "b": [1, 2, 4], "c": [0, 1]}, "cache": cache}
+    p = tmp_path / name
+    p.write_text(json.dumps(doc))
+    return p, cache
+
+
+def test_a_cache_without_constraints_is_searched_over_its_recorded_points(tmp_path):
+    """With no restrictions and no definition beside it, the space is the recorded points:
+    every point is one the replay can answer (the failure among them still fails), while the
+    Cartesian product, kept as space=product, holds combinations nobody measured."""
+    p, cache = _unconstrained(tmp_path)
+    t = make_target(f"replay:{p}")
+    assert t.space.size == len(cache) == 12
+    w = t.workload()
+    status = {c: t.measure(t.build(w, c)).status for c in t.space}
+    assert sorted(status.values()).count(Status.RUNTIME_ERROR) == 1
+    assert all(s is Status.OK for c, s in status.items() if c != Config(a=2, b=2, c=1))
+    assert set(t.space.sample(50, rng=0)) <= set(status)
+    assert Config(a=4, b=2, c=0) not in t.space
+    assert any("recorded" in v for v in t.space.violations({"a": 4, "b": 2, "c": 0}))
+    assert t.optimum() == 3.0
+
+    product = make_target(f"replay:{p}?space=product")
+    assert product.space.size == 18
+    assert product.measure(product.build(w, Config(a=4, b=2, c=0))).status is Status.INVALID
+    with pytest.raises(TargetError, match="space=product"):
+        make_target(f"replay:{p}?space=cartesian")
+
+
+def test_stated_restrictions_still_decide_the_space(tmp_path):
+    """A file's own restrictions (even an empty list: "no constraints") are the space, as
+    before; a point they admit that was never recorded fails as invalid."""
+    p, _ = _unconstrained(tmp_path)
+    doc = json.loads(p.read_text())
+    p.write_text(json.dumps({**doc, "restrictions": []}))
+    assert make_target(f"replay:{p}").space.size == 18
+    p.write_text(json.dumps({**doc, "restrictions": ["a * b <= 8"]}))
+    t = make_target(f"replay:{p}")
+    assert t.space.size == 16  # (2, 4) and (4, 2) are admitted, not recorded
+    assert t.measure(t.build(t.workload(), Config(a=4, b=2, c=1))).status is Status.INVALID
+
+
+def test_a_search_of_a_cache_without_constraints_measures_only_recorded_points(tmp_path):
+    """End to end through the Tuner: no trial of a search over such a cache is spent on a
+    combination the cache does not hold."""
+    from tunex.tuner import Budget, Tuner
+
+    p, _ = _unconstrained(tmp_path)
+    t = make_target(f"replay:{p}")
+    result = Tuner(t, t.space, workload=t.workload(), strategy="model",
+                   budget=Budget(trials=12), remeasure=0, transfer=False).run()
+    assert result.new_trials == 12  # every point, each once
+    assert result.failures == {Status.RUNTIME_ERROR.value: 1}

@@ -121,7 +121,7 @@ def import_cache(db: Database, path: str | os.PathLike[str]) -> tuple[Workload, 
         record = _record(workload, m)
         if not lines:  # the recorded space: what the trials are checked against
             with contextlib.suppress(SpaceError):
-                record["workload_space"] = target.space.to_dict()
+                record["workload_space"] = target.declared.to_dict()
         lines.append(json.dumps(record))
     source = io.StringIO("\n".join(lines) + "\n")
     source.name = os.fspath(path)  # named in import_trials' errors
