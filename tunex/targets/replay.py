@@ -320,9 +320,13 @@ class ReplayTarget(Target):
         if not points:  # none is a point of the declared values: refused with why, later
             return []
         out = []
+        combos = 1
         for k in range(1, len(names) + 1):
             head = tuple(names[:k])
             seen = frozenset(tuple(p[at[n]] for n in head) for p in points)
+            combos *= len(domains[names[k - 1]])
+            if len(seen) == combos:  # every combination recorded: nothing to prune here
+                continue
 
             out.append(Constraint(_member(seen, head), names=head, description=(
                 f"({', '.join(head)}) recorded together" if k < len(names) else "recorded")))
