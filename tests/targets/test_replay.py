@@ -333,3 +333,70 @@ def test_a_search_of_a_cache_without_constraints_measures_only_recorded_points(t
                    budget=Budget(trials=12), remeasure=0, transfer=False).run()
     assert result.new_trials == 12  # every point, each once
     assert result.failures == {Status.RUNTIME_ERROR.value: 1}
+
+
+def test_t4_results_replay_as_their_configurations(tmp_path):
+    """T4 results as Kernel Tuner writes them (times in ms, "compilation" and "runtimes" in
+    `times`, failures by `invalidity`, a configuration measured twice) replay over the
+    configurations they hold, each failure as its kind, each repeat kept."""
+    def result(a, b, time, invalidity="correct", runtimes=()):
+        return {"timestamp": "2026-01-01 00:00:00", "configuration": {"a": a, "b": b},
+                "times": {"compilation": 12.5, "benchmark": 3.0, "runtimes": list(runtimes)},
+                "invalidity": invalidity, "correctness": 1, "objectives": ["time"],
+                "measurements": [{"name": "time", "value": time, "unit": "ms"},
+                                 {"name": "GFLOP/s", "value": 1.0, "unit": ""}]}
+    doc = {"schema_version": "1.0.0", "results": [
+        result(16, 1, 2.0, runtimes=[2.0, 2.1]),
+        result(32, 1, 1.0, runtimes=[1.0, 0.9]),
+        result(64, 1, "CompilationFailedConfig", "compile"),
+        result(16, 2, "RuntimeFailedConfig", "runtime"),
+        result(32, 1, 1.2, runtimes=[1.2]),  # measured again
+    ]}
+    p = tmp_path / "kt_output.json"
+    p.write_text(json.dumps(doc))
+    t = make_target(f"replay:{p}")
+    assert t.space.names == ("a", "b") and t.space.size == 4  # (32, 2), (64, 2) never ran
+    w = t.workload()
+    assert w.kernel == "kt_output"
+    got = {tuple(c.values()): t.measure(t.build(w, c)) for c in t.space}
+    assert got[(16, 1)].times_ms == (2.0,) and got[(16, 1)].compile_ms == 12.5
+    assert got[(64, 1)].status is Status.COMPILE_ERROR
+    assert got[(16, 2)].status is Status.RUNTIME_ERROR
+    assert t.true_time(Config(a=32, b=1)) == pytest.approx((1.0 + 0.9 + 1.2) / 3)
+    noisy = ReplayTarget(p, noisy=True, seed=0)
+    draws = {noisy.measure(noisy.build(w, Config(a=32, b=1))).times_ms[0] for _ in range(30)}
+    assert draws == {1.0, 0.9, 1.2}
+    doc["results"][1]["measurements"][0]["unit"] = "parsec"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(TargetError, match=r"T4 result 1 gives time in 'parsec'.*ms, s, us, ns"):
+        ReplayTarget(p)
+    doc["results"][0] = {"configuration": None}
+    p.write_text(json.dumps(doc))
+    with pytest.raises(TargetError, match="T4 result 0 has no configuration"):
+        ReplayTarget(p)
+
+
+def test_a_t4_export_replays_and_imports_as_the_search_that_wrote_it(tmp_path, capsys):
+    """`tunex db export --format t4` of a replayed search, replayed and imported: the same
+    configs and times (the T4 file holds the configs measured, so they are its space)."""
+    from tunex.cli import main
+    from tunex.db import Database
+
+    src = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    db, out = tmp_path / "a.db", tmp_path / "a.t4.json"
+    assert main(["search", "--target", f"replay:{src}", "--db", str(db), "--budget", "25trials",
+                 "--seed", "3", "-q"]) == 0
+    assert main(["db", "export", "--db", str(db), "--format", "t4", "-o", str(out)]) == 0
+    capsys.readouterr()
+    t = make_target(f"replay:{out}")
+    with Database(db) as d:
+        (wl,) = d.workloads()
+        measured = {m.config: m for m in d.measurements(wl)}
+    assert t.space.size == len(measured) == 25
+    original = ReplayTarget(src)
+    for c in t.space:
+        assert t.true_time(c) == pytest.approx(original.true_time(c)) or (
+            not measured[c].ok and t.true_time(c) == float("inf"))
+    copy = tmp_path / "b.db"
+    assert main(["db", "import", str(out), "--db", str(copy)]) == 0
+    assert "imported 25 trials" in capsys.readouterr().err

@@ -56,8 +56,9 @@ _SOURCE = "kernel_tuner"
 
 
 def is_cache(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` looks like a Kernel Tuner cache file (gzip'd and not a gzip'd tunex
-    export, or a JSON object naming ``tune_params_keys``), not a tunex json/jsonl export."""
+    """Whether ``path`` looks like a Kernel Tuner cache file or T4 results (gzip'd and not a
+    gzip'd tunex export, or a JSON object naming ``tune_params_keys``, or ``schema_version``
+    and ``results``), not a tunex json/jsonl export."""
     head = b""
     try:
         with open(path, "rb") as f:
@@ -70,7 +71,8 @@ def is_cache(path: str | os.PathLike[str]) -> bool:
         return head[:2] == b"\x1f\x8b"
     first = head.lstrip()[:1]
     line = head.lstrip().split(b"\n", 1)[0]
-    return first == b"{" and b'"tune_params_keys"' in head and b'"workload_spec"' not in line
+    return first == b"{" and (b'"tune_params_keys"' in head or (
+        b'"schema_version"' in head and b'"results"' in head)) and b'"workload_spec"' not in line
 
 
 def _stamp(entry: Mapping[str, Any], fallback: float) -> float:

@@ -4,7 +4,9 @@ Reads Kernel Tuner cache files (gzip'd or plain JSON: ``tune_params_keys``, ``tu
 ``cache`` keyed by the comma-joined parameter values, each entry with ``time`` (mean ms, or an
 error string for a failed config) and ``times`` (the repeats); a cache Kernel Tuner left open,
 its run stopped early, included). tunex records its own spaces in the same format, with an
-optional top-level ``restrictions`` list of constraint expressions.
+optional top-level ``restrictions`` list of constraint expressions. T4 results (the FAIR
+auto-tuning schema, which Kernel Tuner writes as its output file and ``tunex db export
+--format t4`` too) are read as such a cache (:func:`cache_of_t4`).
 
 The space searched is the recorded parameters with their constraints, taken from (in order)
 the file's ``restrictions``, an explicit T1 space definition, or a T1 definition found beside
@@ -82,6 +84,87 @@ def _json(raw: bytes) -> Any:
 MAX_RECORDED_BYTES = 1 << 30
 
 
+#: T4's invalidity values as the cache's error strings (what the replay fails them with).
+_T4_FAILURES = {"compile": "CompilationFailedConfig", "constraints": "InvalidConfig",
+                "runtime": "RuntimeFailedConfig", "timeout": "RuntimeFailedConfig",
+                "correctness": "RuntimeFailedConfig"}
+#: ... and T4's time units, in ms.
+_T4_UNITS = {"ms": 1.0, "s": 1e3, "us": 1e-3, "ns": 1e-6, "": 1.0}
+
+
+def cache_of_t4(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """T4 results (the FAIR auto-tuning schema: ``schema_version`` and ``results``, each with
+    ``configuration``, ``invalidity``, ``measurements`` and ``times``; Kernel Tuner writes them
+    with ``store_output_file``) as a cache document: the parameters in the order the
+    configurations first name them, the values each took, one entry per configuration (its
+    objective, ``time`` by default, in ms, and its ``runtimes`` in the objective's unit as the
+    repeats; a configuration measured more than once keeps every repeat). T4 states no
+    constraints, so the replay searches the configurations it holds."""
+    keys: list[str] = []
+    values: dict[str, list[Any]] = {}
+    seen: dict[str, set[Any]] = {}
+    entries: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for i, r in enumerate(doc["results"]):
+        conf = r.get("configuration") if isinstance(r, Mapping) else None
+        if not isinstance(conf, Mapping) or not conf:
+            raise TargetError(f"{path}: T4 result {i} has no configuration object; every "
+                              "result needs one (\"configuration\": {\"block\": 64, ...})")
+        for k, v in conf.items():
+            if k not in values:
+                keys.append(str(k))
+                values[k] = []
+                seen[k] = set()
+            if config_value(v) not in seen[k]:  # unhashable: refused as not a space, below
+                seen[k].add(config_value(v))
+                values[k].append(v)
+        objectives = r.get("objectives") or ["time"]
+        objective = str(objectives if isinstance(objectives, str) else objectives[0])
+        found = [m for m in r.get("measurements") or ()
+                 if isinstance(m, Mapping) and m.get("name") == objective]
+        value = found[0].get("value") if found else None
+        unit = str(found[0].get("unit", "ms")) if found else "ms"
+        scale = _T4_UNITS.get(unit)
+        if scale is None:
+            raise TargetError(f"{path}: T4 result {i} gives {objective} in {unit!r}, a unit "
+                              f"tunex does not convert; write it in one of "
+                              f"{', '.join(u for u in _T4_UNITS if u)}")
+        invalidity = r.get("invalidity", "correct")
+        entry: dict[str, Any] = dict(conf)
+        if invalidity != "correct":
+            entry["time"] = _T4_FAILURES.get(str(invalidity), "RuntimeFailedConfig")
+        elif (number := _number(value)) is None:
+            entry["time"] = "RuntimeFailedConfig"  # nothing measured that the replay can use
+        else:
+            entry["time"] = number * scale
+            times = r.get("times") if isinstance(r.get("times"), Mapping) else {}
+            runs = recorded_times({"times": times.get("runtimes")})
+            if runs:
+                entry["times"] = [t * scale for t in runs]
+            # Kernel Tuner writes "compilation", tunex's own export "compilation_time": ms
+            compile_ms = _number(times.get("compilation", times.get("compilation_time")))
+            if compile_ms is not None:
+                entry["compile_time"] = compile_ms
+        point = tuple(config_value(conf.get(k)) for k in keys)
+        first = entries.setdefault(point, entry)
+        if first is not entry and isinstance(first.get("time"), float) and isinstance(
+                entry["time"], float):  # measured again: one entry, every repeat
+            reps = (first.get("times") or [first["time"]]) + (entry.get("times")
+                                                               or [entry["time"]])
+            first.update(time=sum(reps) / len(reps), times=reps)
+    for k in keys:
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values[k]):
+            values[k].sort()
+    cache: dict[str, dict[str, Any]] = {}
+    for e in entries.values():
+        if any(k not in e for k in keys):  # a configuration that leaves a parameter out
+            continue
+        name = ",".join(str(e[k]) for k in keys)
+        cache[name if name not in cache else f"{name}#{len(cache)}"] = e
+    return {"kernel_name": doc.get("kernel_name") or path.name.split(".")[0],
+            "device_name": doc.get("device_name"), "tune_params_keys": keys,
+            "tune_params": values, "cache": cache}
+
+
 def load_recorded(path: str | Path) -> dict[str, Any]:
     """Read a recorded space (``.json`` or ``.json.gz``) with a clear error when it is not one."""
     p = Path(path)
@@ -100,12 +183,14 @@ def load_recorded(path: str | Path) -> dict[str, Any]:
                     f"{p} unpacks to over {MAX_RECORDED_BYTES >> 20} MiB (a gzip bomb?), more "
                     "than any recorded space tunex reads; nothing was read from it")
         doc = _json(raw)
+        if isinstance(doc, dict) and "cache" not in doc and isinstance(doc.get("results"), list):
+            doc = cache_of_t4(doc, p)
         for key in ("tune_params_keys", "tune_params", "cache"):
             doc[key]
     except (OSError, EOFError, ValueError, KeyError, TypeError, RecursionError) as e:
         raise TargetError(
-            f"{p} is not a recorded tuning space (Kernel Tuner cache format expected: "
-            f"tune_params_keys, tune_params, cache): {e}"
+            f"{p} is not a recorded tuning space (a Kernel Tuner cache: tune_params_keys, "
+            f"tune_params, cache; or T4 results: schema_version, results): {e}"
         ) from None
     return doc
 
