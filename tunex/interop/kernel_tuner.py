@@ -1,4 +1,5 @@
-"""Kernel Tuner's files: import a cache file into the database, export a workload's trials as a
+"""Kernel Tuner's files: import a cache file (or T4 results, read as one: see
+:func:`tunex.targets.replay.cache_of_t4`) into the database, export a workload's trials as a
 cache file or as FAIR T4 results.
 
 - **Cache file** (``.json`` or ``.json.gz``): ``device_name``, ``kernel_name``, ``problem_size``,
