@@ -412,7 +412,6 @@ class ReplayTarget(Target):
             combos *= len(domains[names[k - 1]])
             if len(seen) == combos:  # every combination recorded: nothing to prune here
                 continue
-
             out.append(Constraint(_member(seen, head), names=head, description=(
                 f"({', '.join(head)}) recorded together" if k < len(names) else "recorded")))
         return out
