@@ -83,6 +83,11 @@ def kt_restrictions(target: Any) -> list[str]:
     consts = {k: v for k, v in target.space.bound.items() if k not in recorded}
     out = []
     for c in target.space.constraints:
+        if not isinstance(c.rule, str):  # a replay's "recorded points" rule: no expression
+            raise ValueError(f"{target.path}: its space is the recorded points (no "
+                             "restrictions and no T1 definition found), which Kernel Tuner "
+                             "cannot be given as restrictions; put its space definition in "
+                             "space_definitions/ beside the data")
         expr = c.description
         for name, value in consts.items():
             expr = re.sub(rf"\b{re.escape(name)}\b", repr(value), expr)
