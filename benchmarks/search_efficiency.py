@@ -148,11 +148,20 @@ DEFAULT_OUT = HERE / "results" / "search_efficiency.json"
 # -- spaces ------------------------------------------------------------------------------------
 
 
+def recorded_files(root: Path, pattern: str) -> list[Path]:
+    """The recorded spaces under ``root`` that ``pattern`` (``*/*`` or ``**/*``) finds:
+    ``.json.gz`` and plain ``.json`` files (Kernel Tuner caches, T4 results), not the T1
+    definitions in ``space_definitions/``."""
+    out = {p for ext in (".json.gz", ".json") for p in root.glob(pattern + ext)}
+    return sorted(p for p in out if "space_definitions" not in p.relative_to(root).parts)
+
+
 def find_spaces(data: Path, patterns: Sequence[str]) -> dict[str, Path]:
     """Recorded spaces under ``data`` as ``{"kernel/GPU": path}``, filtered by glob patterns."""
-    found = {f"{p.parent.name}/{p.name.split('.')[0]}": p for p in sorted(data.glob("*/*.json.gz"))}
+    found = {f"{p.parent.name}/{p.name.split('.')[0]}": p for p in recorded_files(data, "*/*")}
     if not found:
-        raise SystemExit(f"no recorded spaces (*/*.json.gz) under {data}; pass --data DIR")
+        raise SystemExit(f"no recorded spaces (*/*.json.gz or *.json) under {data}; pass "
+                         "--data DIR")
     keep = {k: v for k, v in found.items()
             if any(fnmatch.fnmatch(k, pat) or fnmatch.fnmatch(v.name, pat) for pat in patterns)}
     if not keep:
@@ -777,7 +786,7 @@ def loo_spaces(roots: Sequence[Path], patterns: Sequence[str] = ("*",)
     """``{"family/name": (family, path)}`` for every recorded space under ``roots``."""
     out: dict[str, tuple[str, Path]] = {}
     for root in roots:
-        for p in sorted(root.rglob("*.json.gz")):
+        for p in recorded_files(root, "**/*"):
             if p.parent == root:
                 family = str(ReplayTarget(p).doc_meta.get("kernel_name") or p.parent.name)
             else:

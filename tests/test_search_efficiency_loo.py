@@ -66,6 +66,22 @@ def test_spaces_are_grouped_by_kernel_family(tmp_path):
     assert found["cn_pnpoly/loose"][0] == "cn_pnpoly"  # a file in the root: its kernel name
 
 
+def test_plain_json_spaces_are_found_and_space_definitions_are_not(tmp_path):
+    """A recorded space may be plain JSON (an unzipped cache, T4 results); the T1 definitions
+    in space_definitions/ beside the data are not spaces."""
+    import gzip
+
+    se = bench()
+    (tmp_path / "pnpoly").mkdir()
+    (tmp_path / "space_definitions").mkdir()
+    data = gzip.decompress(recorded("pnpoly/RTX_2080_Ti.json.gz").read_bytes())
+    (tmp_path / "pnpoly" / "B.json").write_bytes(data)
+    shutil.copy(recorded("pnpoly/RTX_2080_Ti.json.gz"), tmp_path / "pnpoly" / "A.json.gz")
+    shutil.copy(recorded("space_definitions/pnpoly.json"), tmp_path / "space_definitions")
+    assert sorted(se.loo_spaces([tmp_path])) == ["pnpoly/A", "pnpoly/B"]
+    assert sorted(se.find_spaces(tmp_path, ["*"])) == ["pnpoly/A", "pnpoly/B"]
+
+
 def test_siblings_by_kernel_join_the_versions_of_one_kernels_space(tmp_path):
     """convolution/ and convolution_kt/ record one kernel under two spaces: by folder they are
     two groups, by kernel name (as the database sees them) one."""
