@@ -351,17 +351,21 @@ def test_t4_results_replay_as_their_configurations(tmp_path):
         result(64, 1, "CompilationFailedConfig", "compile"),
         result(16, 2, "RuntimeFailedConfig", "runtime"),
         result(32, 1, 1.2, runtimes=[1.2]),  # measured again
+        result(64, 2, "timeout", "timeout"),
+        result(16, 4, 9.0, "correctness"),
     ]}
     p = tmp_path / "kt_output.json"
     p.write_text(json.dumps(doc))
     t = make_target(f"replay:{p}")
-    assert t.space.names == ("a", "b") and t.space.size == 4  # (32, 2), (64, 2) never ran
+    assert t.space.names == ("a", "b") and t.space.size == 6  # (32, 2), (32, 4), (64, 4) never ran
     w = t.workload()
     assert w.kernel == "kt_output"
     got = {tuple(c.values()): t.measure(t.build(w, c)) for c in t.space}
     assert got[(16, 1)].times_ms == (2.0,) and got[(16, 1)].compile_ms == 12.5
     assert got[(64, 1)].status is Status.COMPILE_ERROR
     assert got[(16, 2)].status is Status.RUNTIME_ERROR
+    assert got[(64, 2)].status is Status.TIMEOUT
+    assert got[(16, 4)].status is Status.WRONG_RESULT
     assert t.true_time(Config(a=32, b=1)) == pytest.approx((1.0 + 0.9 + 1.2) / 3)
     noisy = ReplayTarget(p, noisy=True, seed=0)
     draws = {noisy.measure(noisy.build(w, Config(a=32, b=1))).times_ms[0] for _ in range(30)}

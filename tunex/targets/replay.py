@@ -43,6 +43,9 @@ _FAILURES = {
     "CompilationFailedConfig": Status.COMPILE_ERROR,
     "RuntimeFailedConfig": Status.RUNTIME_ERROR,
     "InvalidConfig": Status.INVALID,
+    # kinds Kernel Tuner's strings lack, as T4 results give them (read by cache_of_t4)
+    Status.TIMEOUT.value: Status.TIMEOUT,
+    Status.WRONG_RESULT.value: Status.WRONG_RESULT,
 }
 
 
@@ -86,8 +89,8 @@ MAX_RECORDED_BYTES = 1 << 30
 
 #: T4's invalidity values as the cache's error strings (what the replay fails them with).
 _T4_FAILURES = {"compile": "CompilationFailedConfig", "constraints": "InvalidConfig",
-                "runtime": "RuntimeFailedConfig", "timeout": "RuntimeFailedConfig",
-                "correctness": "RuntimeFailedConfig"}
+                "runtime": "RuntimeFailedConfig", "timeout": Status.TIMEOUT.value,
+                "correctness": Status.WRONG_RESULT.value}
 #: ... and T4's time units, in ms.
 _T4_UNITS = {"ms": 1.0, "s": 1e3, "us": 1e-3, "ns": 1e-6, "": 1.0}
 
