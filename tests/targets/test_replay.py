@@ -378,6 +378,9 @@ def test_t4_results_replay_as_their_configurations(tmp_path):
     p.write_text(json.dumps(doc))
     with pytest.raises(TargetError, match="T4 result 0 has no configuration"):
         ReplayTarget(p)
+    p.write_text(json.dumps({"schema_version": "1.0.0", "results": "x"}))
+    with pytest.raises(TargetError, match="T4 results are str, not a list"):
+        ReplayTarget(p)
 
 
 def test_a_t4_export_replays_and_imports_as_the_search_that_wrote_it(tmp_path, capsys):

@@ -186,7 +186,10 @@ def load_recorded(path: str | Path) -> dict[str, Any]:
                     f"{p} unpacks to over {MAX_RECORDED_BYTES >> 20} MiB (a gzip bomb?), more "
                     "than any recorded space tunex reads; nothing was read from it")
         doc = _json(raw)
-        if isinstance(doc, dict) and "cache" not in doc and isinstance(doc.get("results"), list):
+        if isinstance(doc, dict) and "cache" not in doc and "results" in doc:
+            if not isinstance(doc["results"], list):
+                raise TargetError(f"{p}: its T4 results are {type(doc['results']).__name__}, "
+                                  "not a list of results; write \"results\": [{...}, ...]")
             doc = cache_of_t4(doc, p)
         for key in ("tune_params_keys", "tune_params", "cache"):
             doc[key]
