@@ -235,11 +235,14 @@ def trials_to(rec: dict[str, Any], level: float, budget: int) -> int:
 
 def run_tunex(path: Path, strategy: str, seed: int, budget: int, optimum: float, *,
               warm: list[tuple[Any, list[Measurement]]] | None = None,
-              keep_measurements: bool = False, guessed: Iterable[str] = ()) -> dict[str, Any]:
+              keep_measurements: bool = False, guessed: Iterable[str] = (),
+              prior: Any = None) -> dict[str, Any]:
     """One tunex search on a noisy replay, run by tunex's own loop (``tunex.tuner.Tuner``,
     one trial in flight, no re-measurement, no transfer but ``warm``); the strategy's ``ask``
     and ``tell`` are timed where the loop calls them. ``guessed``: the kernels among ``warm``
-    related to it by parameter names only (``warm_start``'s ``guessed``)."""
+    related to it by parameter names only (``warm_start``'s ``guessed``). ``prior`` (a
+    ``tunex.db.prior.Prior``): a first search with transfer on, its database empty, that
+    takes the prior's related workloads as the Tuner does (``Tuner(prior=...)``)."""
     t_start = time.perf_counter()
     target = ReplayTarget(path, noisy=True, seed=seed)
     search = get_strategy(strategy, target.space, seed=seed)
@@ -277,8 +280,8 @@ def run_tunex(path: Path, strategy: str, seed: int, budget: int, optimum: float,
         spent[0] = 0.0
 
     result = Tuner(target, target.space, workload=workload, strategy=search,
-                   budget=Budget(trials=budget), remeasure=0, transfer=False,
-                   on_trial=on_trial).run()
+                   budget=Budget(trials=budget), remeasure=0, transfer=prior is not None,
+                   prior=prior if prior is not None else False, on_trial=on_trial).run()
     end = {"trial budget": "budget", "strategy exhausted": "exhausted",
            "strategy repeats measured configs only": "stalled: repeats only"}.get(
         result.stopped, result.stopped)
@@ -287,6 +290,8 @@ def run_tunex(path: Path, strategy: str, seed: int, budget: int, optimum: float,
     rec = make_record(times, optimum, proposals=search.proposals, repeats=repeats[0], end=end,
                       wall_s=round(time.perf_counter() - t_start, 3),
                       strategy_s=round(sum(step_ms) / 1000, 3))
+    if prior is not None:
+        rec["transfer"] = result.transfer
     if keep_measurements:
         rec["_measurements"] = list(measured.values())
         rec["_workload"] = workload
@@ -925,16 +930,19 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
                  variants: dict[str, str], optima: dict[str, float],
                  cold_cache: str | None = None, warm_budget: int | None = None,
                  related: list[list[tuple[str, str]]] | None = None,
-                 with_siblings: bool = False, same_device: bool = False
-                 ) -> dict[str, dict[str, dict[str, Any]]]:
+                 with_siblings: bool = False, same_device: bool = False,
+                 prior: bool = False) -> dict[str, dict[str, dict[str, Any]]]:
     """One (family, seed) task of ``--no-cold``: cold searches of every member by the default
     ``model`` (the siblings' sources, of ``max(budget, source_budget)`` trials, run once, or
     read from ``cold_cache``), then every variant's warm searches on the first
     ``source_budget`` trials of each, of ``warm_budget`` trials (default ``budget``).
     ``related`` (``--sources other-kernels``): the other families; a member's sources are
     then their cold searches of the spaces :func:`related_spaces` names, not its siblings'
-    (``with_siblings``, ``--sources both``: as well as its siblings').
+    (``with_siblings``, ``--sources both``: as well as its siblings'). ``prior``
+    (``--sources prior``): no sources but the prior tunex ships less the member's own kernel,
+    taken by the Tuner as a first search takes it (``Tuner(prior=...)``, empty database).
     ``{variant: {space: record}}``."""
+    from tunex.db.prior import Prior
     from tunex.search import register_strategy
 
     src_budget = max(budget, source_budget)  # the first source_budget trials are the sources
@@ -953,14 +961,24 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
     for name, options_json in variants.items():
         register_strategy("model", variant_class(options_json))
         for space, path in members:
-            sources = [(pool[s]["_workload"], pool[s]["_measurements"][:source_budget])
-                       for s in names[space]]
-            if not sources:
-                continue
             kernel = pool[space]["_workload"].kernel  # other kernels here: related by names
-            rec = run_tunex(Path(path), "model", seed, warm_budget or budget, optima[space],
-                            warm=sources, guessed={w.kernel for w, _ in sources} - {kernel})
-            rec["sources"] = names[space]
+            if prior:
+                held_out = Prior.shipped().without({kernel})
+                rec = run_tunex(Path(path), "model", seed, warm_budget or budget,
+                                optima[space], prior=held_out)
+                taken = held_out.related(pool[space]["_workload"], _kernel_and_names(path)[1])
+                if not taken:
+                    continue
+                rec["sources"] = sorted({f"{w.kernel} {w.problem}" for w, _ in taken})
+            else:
+                sources = [(pool[s]["_workload"], pool[s]["_measurements"][:source_budget])
+                           for s in names[space]]
+                if not sources:
+                    continue
+                rec = run_tunex(Path(path), "model", seed, warm_budget or budget,
+                                optima[space], warm=sources,
+                                guessed={w.kernel for w, _ in sources} - {kernel})
+                rec["sources"] = names[space]
             out.setdefault(name, {})[space] = {
                 "warm": rec,
                 "cold_default": {k: v for k, v in cold[space].items() if not k.startswith("_")}}
@@ -997,13 +1015,14 @@ def loo_main(args: argparse.Namespace) -> int:
         tasks = []
         opts_all = {n: json.dumps(o, sort_keys=True) for n, o in variants.items()}
         for family, members in families.items():
-            if len(members) < 2:
+            if len(members) < 2 and args.sources != "prior":
                 continue
             for seed in range(args.seed_start, args.seed_start + args.seeds):
                 key = {"budget": args.budget, "code": tunex_code(),
                        "source_budget": args.source_budget, "sources": "default model, cold"
                        + {"siblings": "", "other-kernels": ", other kernels",
-                          "both": ", siblings and other kernels"}[args.sources]
+                          "both": ", siblings and other kernels",
+                          "prior": ", the shipped prior less its kernel"}[args.sources]
                        + (", same device" if args.related_device == "same" else ""),
                        **({"warm_budget": args.warm_budget} if args.warm_budget else {})}
                 todo = {n: o for n, o in opts_all.items() if not (args.reuse and all(
@@ -1058,8 +1077,9 @@ def loo_main(args: argparse.Namespace) -> int:
                     {s: facts[s]["optimum"] for s in spaces},
                     str(args.cold_cache) if args.cold_cache else None, args.warm_budget,
                     [g for g in families.values() if g is not members]
-                    if args.sources != "siblings" else None, args.sources == "both",
-                    args.related_device == "same")
+                    if args.sources in ("other-kernels", "both") else None,
+                    args.sources == "both", args.related_device == "same",
+                    args.sources == "prior")
         return (run_loo_family, members, seed, args.budget, args.source_budget, opts,
                 {s: facts[s]["optimum"] for s, _ in members}, not args.no_warm)
 
@@ -1544,13 +1564,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "give, as a tuning database sees them, so that versions of one kernel "
                         "with different spaces (convolution/ and convolution_kt/) learn from "
                         "each other")
-    p.add_argument("--sources", choices=("siblings", "other-kernels", "both"),
+    p.add_argument("--sources", choices=("siblings", "other-kernels", "both", "prior"),
                    default="siblings",
                    help="(--loo --no-cold) what a warm search starts from: its siblings, "
                         "(other-kernels) the spaces of other kernels whose parameters include "
                         "more than half of its own, as a kernel's first search in a database of "
                         "other kernels does, or (both) its siblings and those, as a search "
-                        "named --like other kernels in a database of its own")
+                        "named --like other kernels in a database of its own, or (prior) "
+                        "nothing but the prior tunex ships (tunex.db.prior) less the space's "
+                        "own kernel, as a first search on the device it was recorded on takes "
+                        "it")
     p.add_argument("--related-device", choices=("any", "same"), default="any",
                    help="(--sources other-kernels/both) the other kernels' spaces recorded on "
                         "any device, or (same) only on the held-out space's device")

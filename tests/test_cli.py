@@ -106,19 +106,20 @@ def test_a_warm_start_takes_trials_of_an_older_space_of_the_kernel(tmp_path, cap
 
 
 def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
+    S = ["search", "--no-prior"]  # what the database holds, not the kernels tunex ships
     data = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
     db = str(tmp_path / "l.db")
-    assert main(["search", "--target", f"replay:{data / 'matmul_H200_1024x1024x1024.json.gz'}",
+    assert main([*S, "--target", f"replay:{data / 'matmul_H200_1024x1024x1024.json.gz'}",
                  "--budget", "10trials", "--db", db, "-q", "--seed", "0"]) == 0
     tma = f"replay:{data / 'matmul_tma_H200_1024x1024x1024.json.gz'}"
     capsys.readouterr()
     # an empty database: nothing to start from
-    assert main(["search", "--target", tma, "--budget", "2trials", "--db", db + "x", "-q"]) == 0
+    assert main([*S, "--target", tma, "--budget", "2trials", "--db", db + "x", "-q"]) == 0
     assert "transfer" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     # --no-related: the summary names the kernel it could start from, and uses nothing
-    assert main(["search", "--target", tma, "--budget", "2trials", "--db", db + "y", "-q",
+    assert main([*S, "--target", tma, "--budget", "2trials", "--db", db + "y", "-q",
                  "--no-related"]) == 0
-    assert main(["search", "--target", tma, "--budget", "2trials", "--db", db, "-q",
+    assert main([*S, "--target", tma, "--budget", "2trials", "--db", db, "-q",
                  "--no-related"]) == 0
     tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
     assert tr == {"workloads": 0, "used": 0, "like_candidates": ["matmul"]}
@@ -126,7 +127,7 @@ def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
 
     assert _transfer_text(tr, None).endswith("--like matmul")
     # by default the matmul measured on the same device starts it, trusted less than named
-    assert main(["search", "--target", tma, "--budget", "4trials", "--db", db, "--seed", "0",
+    assert main([*S, "--target", tma, "--budget", "4trials", "--db", db, "--seed", "0",
                  "-q"]) == 0
     tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
     assert tr["related"] == ["matmul"] and tr["used"] == 1 and tr["keep"] == "above"
@@ -134,7 +135,7 @@ def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
     checked = {**tr, "rank_correlation": 0.0, "model_kept": False}
     assert ("(rank correlation; kernels related by their parameter names alone stay only while "
             "above chance), so their trials were dropped from it") in _transfer_text(checked, None)
-    assert main(["search", "--target", tma, "--budget", "6trials", "--db", db, "--seed", "0",
+    assert main([*S, "--target", tma, "--budget", "6trials", "--db", db, "--seed", "0",
                  "--like", "matmul", "-q"]) == 0
     tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
     assert tr["kernels"] == ["matmul"] and tr["used"] == 1
@@ -146,10 +147,10 @@ def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
     for extra in ([], ["--no-related"]):
         db2 = str(tmp_path / f"r{len(extra)}.db")
         for target in (plain, tma):
-            assert main(["search", "--target", target, "--budget", "20trials", "--db", db2,
+            assert main([*S, "--target", target, "--budget", "20trials", "--db", db2,
                          "--strategy", "random", "--seed", "0", "-q"]) == 0
         capsys.readouterr()
-        assert main(["search", "--target", tma2, "--budget", "3trials", "--db", db2, "--seed",
+        assert main([*S, "--target", tma2, "--budget", "3trials", "--db", db2, "--seed",
                      "0", "-q", *extra]) == 0
         tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
         if extra:

@@ -318,23 +318,26 @@ def test_a_kernel_named_like_another_starts_from_its_trials(tmp_path, caplog):
     plain = ReplayTarget(data / "matmul_H200_1024x1024x1024.json.gz")
     tma = ReplayTarget(data / "matmul_tma_H200_1024x1024x1024.json.gz")
     with Database(tmp_path / "l.db") as db:
-        Tuner(plain, plain.space, db=db, strategy="random", seed=0, budget="30trials").run()
-        cold = Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="2trials",
+        Tuner(plain, plain.space, db=db, prior=False, strategy="random", seed=0,
+              budget="30trials").run()
+        cold = Tuner(tma, tma.space, db=db, prior=False, strategy="model", seed=0,
+                     budget="2trials",
                      related=False).run()
         assert cold.transfer == {"workloads": 0, "used": 0,  # none of its own kernel:
                                  "like_candidates": ["matmul"]}  # what like= could name
-        guessed = Tuner(tma, tma.space, db=db, strategy="model", seed=0,
+        guessed = Tuner(tma, tma.space, db=db, prior=False, strategy="model", seed=0,
                         budget="3trials").run()
         assert guessed.transfer is not None and guessed.transfer["used"] == 1
         assert guessed.transfer["related"] == ["matmul"] and guessed.transfer["keep"] == "above"
-        tuner = Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="4trials",
+        tuner = Tuner(tma, tma.space, db=db, prior=False, strategy="model", seed=0,
+                      budget="4trials",
                       like=["matmul", "matmul_tma"])
         res = tuner.run()
         assert res.transfer is not None and res.transfer["used"] == 1
         assert res.transfer["kernels"] == ["matmul"] and res.transfer["related"] == []
         assert res.transfer["keep"] == "chance" and res.transfer["other_space"] == 1
         assert tuner.strategy._other is not None and len(tuner.strategy._other[1]) == 30
-        Tuner(tma, tma.space, db=db, strategy="model", seed=0, budget="5trials",
+        Tuner(tma, tma.space, db=db, prior=False, strategy="model", seed=0, budget="5trials",
               like=["matmul_v2"]).run()
         assert "like 'matmul_v2': no workload of that kernel in the database" in caplog.text
     with pytest.raises(ConfigError, match="list of kernel names"):
@@ -372,13 +375,16 @@ def test_related_kernels_join_a_warm_start_beside_the_kernels_own(tmp_path):
     tma = [ReplayTarget(data / f"matmul_tma_H200_{shape}.json.gz")
            for shape in ("4096x4096x4096", "1024x1024x1024", "512x4096x1024")]
     with Database(tmp_path / "r.db") as db:
-        Tuner(plain, plain.space, db=db, strategy="random", seed=0, budget="30trials").run()
-        Tuner(tma[0], tma[0].space, db=db, strategy="random", seed=0, budget="30trials").run()
-        res = Tuner(tma[1], tma[1].space, db=db, strategy="model", seed=0,
+        Tuner(plain, plain.space, db=db, prior=False, strategy="random", seed=0,
+              budget="30trials").run()
+        Tuner(tma[0], tma[0].space, db=db, prior=False, strategy="random", seed=0,
+              budget="30trials").run()
+        res = Tuner(tma[1], tma[1].space, db=db, prior=False, strategy="model", seed=0,
                     budget="3trials").run()
         assert res.transfer is not None and res.transfer["workloads"] == 2
         assert res.transfer["related"] == ["matmul"] and res.transfer["kernels"] == ["matmul"]
-        off = Tuner(tma[2], tma[2].space, db=db, strategy="model", seed=0, budget="3trials",
+        off = Tuner(tma[2], tma[2].space, db=db, prior=False, strategy="model", seed=0,
+                    budget="3trials",
                     related=False).run()
         assert off.transfer is not None and off.transfer["workloads"] == 2  # its own two
         assert off.transfer["related"] == [] and off.transfer["kernels"] == []

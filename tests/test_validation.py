@@ -202,11 +202,12 @@ def test_db_import_into_a_new_database_creates_it(tmp_path, capsys):
 def test_a_pack_of_a_replayed_space_whose_problem_holds_a_list_verifies(tmp_path):
     """Replayed Kernel Tuner spaces key their problem by a list (problem_size): export must
     write a pack that verify and import accept (hardening, item 2)."""
+    from tests._data import recorded
     from tunex.db.packs import export_pack, import_pack, load_pack
     from tunex.targets import make_target
     from tunex.tuner import Tuner
 
-    target = make_target(f"replay:{RECORDED}")
+    target = make_target(f"replay:{recorded('convolution/A100.json.gz')}")
     space, wl = target.prepare(None, {})
     assert any(isinstance(v, list) for v in wl.problem.values())
     with Database(str(tmp_path / "a.db")) as db:

@@ -176,7 +176,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         tuner = Tuner(target, space, workload=workload, db=db, strategy=args.strategy,
                       budget=budget, executor=executor, batch=args.batch, seed=args.seed,
                       patience=args.patience, transfer=not args.no_transfer, like=args.like,
-                      related=not args.no_related,
+                      related=not args.no_related, prior=not args.no_prior,
                       # a kernel's own default first: no search reports worse than it (a
                       # recorded space's "default" is only its first values)
                       first=[] if target.name == "replay" else [space.default()],
@@ -339,15 +339,21 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
     left = ", ".join(f"{k} {v}" for k, v in tr.get("left_out", {}).items() if v)
     related = tr.get("related") or []
     kernels = [k for k in tr.get("kernels") or [] if k not in related]
+    shipped = tr.get("prior")
     if not tr["used"]:
         return (f"{n} other workload{'s' * (n != 1)} of this kernel"
                 + (f" or of {', '.join(kernels)} (--like)" if kernels else "")
-                + " in the database, none used: " + (tr.get("why") or f"left out: {left}"))
+                + " in the database"
+                + (f" and of related kernels in {shipped['label']} ({shipped['workloads']})"
+                   if shipped else "")
+                + ", none used: " + (tr.get("why") or f"left out: {left}"))
     out = (f"warm start from {tr['used']} of {n} other workload{'s' * (n != 1)} "
            f"({tr['trials']:,} trials"
            + (f"; of kernels named by --like among them: {', '.join(kernels)}" if kernels else "")
            + (f"; of related kernels among them (their spaces name most of its parameters; "
               f"--no-related leaves them out): {', '.join(related)}" if related else "")
+           + (f"; {shipped['workloads']} of them from {shipped['label']} of this device "
+              "(--no-prior leaves them out)" if shipped else "")
            + ")" + (f"; left out: {left}" if left else ""))
     if tr.get("other_space"):
         k = tr["other_space"]
@@ -782,6 +788,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not warm-start from the other kernels whose spaces name most of "
                    "its parameters (by default: beside this kernel's other workloads, and on "
                    "its first search those measured on this device)")
+    s.add_argument("--no-prior", action="store_true",
+                   help="do not warm-start from the related kernels tunex ships measured on "
+                   "this device (its Triton kernels on an NVIDIA H200): only the database's")
     s.add_argument("--no-baseline", action="store_true",
                    help="C kernels: do not measure the winner against the kernel's plain C "
                    "form at -O3 when the search ends")

@@ -26,6 +26,7 @@ from typing import Any
 from tunex.cluster import Activity, Executor, InlineExecutor
 from tunex.db import Database
 from tunex.db._records import CLAIM_LEASE_S, Claims, claim_owner
+from tunex.db.prior import Prior
 from tunex.errors import BudgetError, ConfigError, TunexError
 from tunex.search import DEFAULT_STRATEGY, SearchStrategy, get_strategy
 from tunex.space import Space
@@ -159,6 +160,12 @@ class Tuner:
             634 of 680 runs on the H200 Triton kernels against 495 cold, level on Kernel
             Tuner's; benchmarks/RESULTS.md). Where none was measured on this device, the
             result's ``transfer`` lists them (``like_candidates``).
+        prior: trials measured elsewhere that join the related kernels (``related`` on):
+            ``True``, tunex's own recordings (its Triton kernels on an NVIDIA H200); a
+            :class:`~tunex.db.prior.Prior` (``Prior.load`` of a trials export); ``False``,
+            none. Only workloads measured on this device are taken
+            (:meth:`~tunex.db.prior.Prior.related`); the database's own trials of a workload
+            come before the prior's.
         first: configs to measure before the strategy proposes (a default config, the best
             configs of related workloads); each is told to the strategy like any trial.
         on_trial: called with each recorded measurement and its trial number.
@@ -173,7 +180,7 @@ class Tuner:
                  budget: Budget | str = "100trials", executor: Executor | None = None,
                  batch: int | None = None, seed: int | None = None, patience: int | None = None,
                  remeasure: int = 4, transfer: bool = True, like: Sequence[str] = (),
-                 related: bool = True,
+                 related: bool = True, prior: Prior | bool | None = True,
                  first: Sequence[Config] = (),
                  on_trial: Callable[[Measurement, int], None] | None = None,
                  progress: bool = False, started: float | None = None) -> None:
@@ -217,6 +224,10 @@ class Tuner:
                               "['matmul']")
         self.like = [k for k in dict.fromkeys(like) if k != workload.kernel]
         self.related = bool(related)
+        if not isinstance(prior, (Prior, bool)) and prior is not None:
+            raise ConfigError(f"Tuner prior={prior!r}: give True (tunex's recordings), False, "
+                              "or a tunex.db.prior.Prior (Prior.load('trials.jsonl'))")
+        self.prior = prior
         self.first = list(dict.fromkeys(c for c in first if c in space))
         self.on_trial = on_trial
         self.progress = progress
@@ -235,7 +246,7 @@ class Tuner:
         self.db.declare_space(self.workload, self.space)
         done: dict[Config, Measurement] = {}
         recorded = self.db.measurements(self.workload)
-        prior = [m for m in recorded if m.config in self.space]
+        resumed = [m for m in recorded if m.config in self.space]
         # trials of an earlier version of the space (a parameter added, a range changed): not
         # resumed, but a model that learns from other workloads learns from them too
         older = [m for m in recorded if m.config not in self.space]
@@ -244,10 +255,11 @@ class Tuner:
                         "(another version of it): not resumed%s", len(older),
                         self.workload.kernel, "; they join the warm start" if self.transfer
                         else "")
-        for m in prior:
+        for m in resumed:
             done[m.config] = m
         transfer: dict[str, Any] | None = None
         related: list[str] = []
+        shipped: list[tuple[Workload, list[Measurement]]] = []  # the prior's
         if self.transfer:
             others = self.db.history(kernel=self.workload.kernel, exclude=self.workload)
             if older:
@@ -271,6 +283,11 @@ class Tuner:
                 if theirs:
                     related.append(kernel)
                     others = [*others, *theirs]
+            shipped = self._from_prior({w for w, _ in others}) if self.related else []
+            for w, _ms in shipped:  # of another kernel, unless named: guessed
+                if w.kernel not in (self.workload.kernel, *self.like, *related):
+                    related.append(w.kernel)
+            others = [*others, *shipped]
             if others:
                 self.strategy.warm_start(others, current=self.workload,
                                          **_guessed(self.strategy, related))
@@ -279,17 +296,18 @@ class Tuner:
                     "why": f"strategy {self.strategy.name!r} does not learn from other workloads"}
                 log.info("warm start from %d of %d other workloads", transfer["used"],
                          len(others))
-            elif not prior and near:  # a first search, no related kernel on this device:
+            elif not resumed and near:  # a first search, no related kernel on this device:
                 # what --like could name
                 transfer = {"workloads": 0, "used": 0, "like_candidates": near}
         # the other workloads' best configs the strategy proposes first, to be marked so
         seeded = {Config(c) for c in (transfer or {}).get("first", ())}
-        if prior:
-            self.strategy.tell(prior)
-            log.info("resuming %s: %d trials already recorded", self.workload.kernel, len(prior))
-        count = len(prior)  # trials of an earlier space neither resume nor spend the budget
+        if resumed:
+            self.strategy.tell(resumed)
+            log.info("resuming %s: %d trials already recorded", self.workload.kernel,
+                     len(resumed))
+        count = len(resumed)  # trials of an earlier space neither resume nor spend the budget
         new = 0
-        best = min((m.value for m in prior), default=math.inf)
+        best = min((m.value for m in resumed), default=math.inf)
         last_gain = count
         reserve = self.remeasure if self.target.noisy else 0
         if self.budget.trials is not None:  # never more than a tenth of a trial budget
@@ -444,9 +462,28 @@ class Tuner:
             transfer = dict(took)
         if transfer is not None and "like_candidates" not in transfer:  # a warm start's
             transfer["related"] = [k for k in related if k in transfer.get("kernels", ())]
+            if shipped:  # where they came from: not this database
+                transfer["prior"] = {
+                    "label": getattr(self._prior(), "label", ""),
+                    "workloads": len(shipped), "kernels": sorted({w.kernel for w, _ in shipped})}
         return TuneResult(self.workload, self.db.best(self.workload, self.space), count, new,
                           self.strategy.proposals, time.monotonic() - start, stopped, failures,
                           transfer)
+
+    def _from_prior(self, have: set[Workload]) -> list[tuple[Workload, list[Measurement]]]:
+        """The prior's workloads this search may learn from (:meth:`Prior.related`), less
+        those the database holds too (its trials are the user's own); the prior is read here,
+        on the first search that asks."""
+        prior = self._prior()
+        if prior is None:
+            return []
+        return [(w, ms) for w, ms in prior.related(self.workload, self.space.names)
+                if w not in have]
+
+    def _prior(self) -> Prior | None:
+        if isinstance(self.prior, Prior):
+            return self.prior
+        return Prior.shipped(self.workload.device) if self.prior else None
 
     def _measured_elsewhere(self, configs: set[Config]) -> list[Measurement]:
         return [m for m in self.db.measurements(self.workload) if m.config in configs]

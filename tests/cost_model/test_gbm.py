@@ -133,6 +133,29 @@ def test_relative_features_give_each_parameter_per_differing_problem_size():
         FeatureExtractor(space, ["M"], relative=["N"])
 
 
+def test_an_anchor_keeps_the_problem_sizes_it_shares_with_some_of_the_others():
+    """Other kernels whose problems name other sizes (a flash attention's Z, H beside
+    matmuls' M, N, K) take the searched workload's sizes away from every workload unless it
+    is the anchor: then its sizes that another names stay, ``nan`` where a workload lacks
+    them, and the relative sizes with them."""
+    space = Space([Pow2("BLOCK_M", 16, 256), Pow2("num_warps", 1, 8)])
+    mm = Workload("mm", problem={"M": 1024, "N": 1024, "K": 64, "dtype": "f16"})
+    tma = Workload("tma", problem={"M": 4096, "N": 1024, "K": 64, "dtype": "f16"})
+    fa = Workload("fa", problem={"Z": 1, "H": 32, "dtype": "f16"})
+    assert FeatureExtractor.for_workloads(space, [tma, fa, mm]).problem_keys == ()
+    fx = FeatureExtractor.for_workloads(space, [tma, fa, mm], relative=True, anchor=mm)
+    assert fx.problem_keys == ("K", "M", "N") and fx.relative == ("M",)
+    c = [Config(BLOCK_M=64, num_warps=4)]
+    row = dict(zip(fx.feature_names, fx.transform(c, fa)[0]))
+    assert math.isnan(row["problem.M"]) and math.isnan(row["log2(BLOCK_M/problem.M)"])
+    row = dict(zip(fx.feature_names, fx.transform(c, tma)[0]))
+    assert row["problem.M"] == 12 and row["log2(BLOCK_M/problem.M)"] == 6 - 12
+    # siblings that name the same sizes: the anchor changes nothing
+    both = [tma, mm]
+    assert FeatureExtractor.for_workloads(space, both, relative=True, anchor=mm).feature_names \
+        == FeatureExtractor.for_workloads(space, both, relative=True).feature_names
+
+
 def test_relative_pairs_count_the_blocks_of_a_grid_over_two_dimensions():
     """A pair column is log2 of two parameters over two differing sizes: minus log2 of the
     number of blocks a 2-D grid has (a matrix product's output tiles), for different

@@ -118,12 +118,18 @@ class FeatureExtractor:
     @classmethod
     def for_workloads(cls, space: Space, workloads: Sequence[Workload],
                       fact_keys: Sequence[str] = (), interactions: bool = True,
-                      relative: bool = False, relative_pairs: bool = False
-                      ) -> FeatureExtractor:
+                      relative: bool = False, relative_pairs: bool = False,
+                      anchor: Workload | None = None) -> FeatureExtractor:
         """Include every problem size and target fact that is numeric in all ``workloads``, and
         an indicator per value of those that are text in all of them and differ (at most 16
         values); with ``relative``, the parameters relative to each problem size that is
-        positive in all of them and differs between them."""
+        positive in all of them and differs between them.
+
+        ``anchor`` (the workload searched, among ``workloads``): its problem sizes count where
+        they are numeric in every workload that names them and at least one other names them,
+        the others' columns ``nan`` (other kernels, whose problems name other sizes: a
+        matmul's ``M`` is a flash attention's nothing, and need not take the matmul's ``M``
+        from a matmul with TMA)."""
         def common(maps: Sequence[Mapping[str, Any]]) -> list[str]:
             keys = set(maps[0]) if maps else set()
             for m in maps[1:]:
@@ -146,8 +152,12 @@ class FeatureExtractor:
         problems = [flatten(w.problem) for w in workloads]
         targets = [flatten(w.target) for w in workloads]
         sizes = numeric_keys(problems)
-        varying = [k for k in sizes if all((_num(m[k]) or 0) > 0 for m in problems)
-                   and len({_num(m[k]) for m in problems}) > 1] if relative else []
+        if anchor is not None:
+            own = flatten(anchor.problem)
+            sizes = sorted(k for k in own if sum(k in m for m in problems) > 1 and all(
+                _num(m[k]) is not None for m in problems if k in m))
+        varying = [k for k in sizes if all((_num(m[k]) or 0) > 0 for m in problems if k in m)
+                   and len({_num(m[k]) for m in problems if k in m}) > 1] if relative else []
         return cls(space, sizes, numeric_keys(targets), fact_keys, interactions,
                    categories("problem", problems) + categories("target", targets), varying,
                    relative_pairs)

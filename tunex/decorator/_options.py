@@ -59,6 +59,9 @@ class AutotuneOptions:
             parameters: beside this kernel's other workloads, and on its first workload those
             measured on this device, trusted less (``False``: as ``tunex search
             --no-related``; :class:`~tunex.tuner.Tuner`'s ``related``).
+        prior: with ``related``, the related kernels tunex ships measured on this device
+            (its own Triton kernels on an NVIDIA H200, :mod:`tunex.db.prior`) also start a
+            kernel's first tuning (``False``: as ``tunex search --no-prior``).
         db: the tuning database (path, URL or :class:`~tunex.db.Database`); default
             ``TUNEX_DB``, else ``~/.cache/tunex/tunex.db``.
         name: the kernel's name in workloads (default: the function's name).
@@ -99,6 +102,7 @@ class AutotuneOptions:
     patience: int | None = 30
     like: Sequence[str] = ()
     related: bool = True
+    prior: bool = True
     db: Any = None
     name: str | None = None
     default: Any = None
@@ -188,8 +192,10 @@ class AutotuneOptions:
         if isinstance(self.like, str) or not all(isinstance(k, str) and k for k in self.like):
             raise ConfigError(f"@tunex.autotune like={self.like!r}: give a list of kernel names, "
                               "e.g. like=['matmul']")
-        if not isinstance(self.related, bool):
-            raise ConfigError(f"@tunex.autotune related={self.related!r}: give True or False")
+        for what in ("related", "prior"):
+            if not isinstance(getattr(self, what), bool):
+                raise ConfigError(f"@tunex.autotune {what}={getattr(self, what)!r}: give True "
+                                  "or False")
         from tunex.search._base import check_seed
 
         check_seed(self.seed, "@tunex.autotune")

@@ -135,7 +135,8 @@ class TuningMixin:
             result = Tuner(target, space, workload=workload, db=db, strategy=strategy,
                            budget=self.budget, executor=executor, seed=self.seed,
                            remeasure=self.remeasure, patience=self.options.patience,
-                           like=self.options.like, related=self.options.related, first=first,
+                           like=self.options.like, related=self.options.related,
+                           prior=self.options.prior, first=first,
                            started=missed).run()
         finally:
             executor.close()

@@ -343,7 +343,7 @@ class ModelSearch(SearchStrategy):
         self.features = FeatureExtractor.for_workloads(
             self.space, [w for w, _, _ in groups] + ([current] if current else []),
             interactions=self.interactions, relative=self.relative,
-            relative_pairs=self.relative_pairs)
+            relative_pairs=self.relative_pairs, anchor=current)
         X, y, g = [], [], []
         best: list[list[Config]] = []
         outside = flat = foreign = 0

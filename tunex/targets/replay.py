@@ -423,13 +423,29 @@ class ReplayTarget(Target):
         return out
 
     def workload(self) -> Workload:
-        """The workload this recording measured."""
+        """The workload this recording measured: its problem as the recording names it (a
+        tunex recording's workload names its sizes, ``{"M": 1024, ...}``, as a search on the
+        device named them), else ``{"problem_size": [...]}``."""
         return Workload(
             kernel=str(self.doc_meta.get("kernel_name") or self.path.stem),
             kernel_hash=self.digest,
-            problem={"problem_size": self.doc_meta.get("problem_size")},
+            problem=self._named_problem() or {"problem_size": self.doc_meta.get("problem_size")},
             target=self.fingerprint(),
         )
+
+    def _named_problem(self) -> dict[str, Any] | None:
+        """A tunex recording's ``workload.problem`` where it is a map of names to plain
+        values (numbers, text, flags), else None."""
+        recorded = self.doc_meta.get("workload")
+        problem = recorded.get("problem") if isinstance(recorded, Mapping) else None
+        if not isinstance(problem, Mapping) or not problem:
+            return None
+        for k, v in problem.items():
+            if not isinstance(k, str) or not k or not (
+                    isinstance(v, (str, bool)) or (isinstance(v, (int, float))
+                                                  and math.isfinite(v))):
+                return None
+        return dict(problem)
 
     def prepare(self, kernel: Any = None, problem: Mapping[str, Any] | None = None
                 ) -> tuple[Space, Workload]:
