@@ -1079,6 +1079,8 @@ def test_a_kernels_second_shape_learns_from_related_kernels_too(db_path: Path) -
         assert k.last.source == "tuned" and k.last.transfer == used
     with pytest.raises(ConfigError, match="related=1"):
         tunex.autotune(space=space, key=["n"], related=1)
+    with pytest.raises(ConfigError, match="prior='yes': give True or False"):
+        tunex.autotune(space=space, key=["n"], prior="yes")
 
 
 def test_patience_stops_a_search_that_no_longer_gains(db_path: Path) -> None:
