@@ -90,6 +90,7 @@ import argparse  # noqa: E402
 import datetime as dt  # noqa: E402
 import fnmatch  # noqa: E402
 import functools  # noqa: E402
+import gzip  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -368,6 +369,17 @@ def tunex_code() -> str:
         h.update(str(f.relative_to(REPO)).encode())
         h.update(f.read_bytes())
     return "tunex-src:" + h.hexdigest()[:12]
+
+
+def prior_code() -> str:
+    """A hash of the prior tunex ships (``--sources prior``: a rebuilt prior means new
+    results; the sources' hash does not cover it)."""
+    from tunex.db.prior import SHIPPED
+
+    h = hashlib.sha256()
+    for f in SHIPPED:
+        h.update(gzip.decompress(f.read_bytes()))
+    return "prior:" + h.hexdigest()[:12]
 
 
 def code_of(strategy: str) -> str:
@@ -1022,7 +1034,8 @@ def loo_main(args: argparse.Namespace) -> int:
                        "source_budget": args.source_budget, "sources": "default model, cold"
                        + {"siblings": "", "other-kernels": ", other kernels",
                           "both": ", siblings and other kernels",
-                          "prior": ", the shipped prior less its kernel"}[args.sources]
+                          "prior": ", the shipped prior less its kernel " + prior_code()}[
+                              args.sources]
                        + (", same device" if args.related_device == "same" else ""),
                        **({"warm_budget": args.warm_budget} if args.warm_budget else {})}
                 todo = {n: o for n, o in opts_all.items() if not (args.reuse and all(

@@ -237,6 +237,28 @@ def test_warm_sources_are_the_siblings_other_kernels_or_both():
     assert runs["both"]["matmul/b"]["warm"]["trials"] == 2
 
 
+def test_prior_sources_are_the_shipped_prior_less_the_spaces_own_kernel():
+    """--sources prior: a first search through the Tuner with tunex's prior less the held-out
+    space's kernel (a matmul sees matmul_tma and flash attention, never a matmul); a space
+    on a device the prior does not hold has no run."""
+    se = bench()
+    from tunex.targets.replay import ReplayTarget
+
+    data = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
+    members = [("matmul/a", str(data / "matmul_H200_1024x1024x1024.json.gz")),
+               ("pnpoly/a", str(recorded("pnpoly/RTX_2080_Ti.json.gz")))]
+    optima = {s: ReplayTarget(Path(p)).optimum() for s, p in members}
+    out = se.run_loo_warm(members, 0, 3, 3, {"base": "{}"}, optima, warm_budget=2,
+                          prior=True)["base"]
+    assert set(out) == {"matmul/a"}
+    rec = out["matmul/a"]["warm"]
+    assert rec["trials"] == 2 and rec["sources"] and not any(
+        s.startswith("matmul ") for s in rec["sources"])
+    assert {s.split()[0] for s in rec["sources"]} == {"flash_attention", "matmul_tma"}
+    assert rec["transfer"]["prior"]["kernels"] == ["flash_attention", "matmul_tma"]
+    assert se.prior_code().startswith("prior:")
+
+
 def test_the_patience_report_stops_each_run_where_the_tuner_would():
     """A run's recorded bests at trials 1, 5 (a 0.5% gain: not a gain to patience), 12 and 40:
     patience 10 stops at 11 (ten trials after the first), 12 at 24 (twelve after the gain at
