@@ -112,6 +112,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(REPO), str(HERE)]  # this checkout's tunex, and _kt_runner beside this file
 
+from tunex.db.prior import names_most  # noqa: E402
 from tunex.search import get_strategy  # noqa: E402
 from tunex.targets.replay import ReplayTarget  # noqa: E402
 from tunex.trial import Measurement  # noqa: E402
@@ -932,7 +933,7 @@ def related_spaces(space: str, path: str, others: list[tuple[str, str]],
     out = []
     for s, p in others:
         k, n, dev = _kernel_and_names(p)
-        if k != kernel and 2 * len(names & n) > len(names) and (
+        if k != kernel and names_most(names, n) and (
                 not same_device or dev == device):
             out.append(s)
     return out

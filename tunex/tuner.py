@@ -26,7 +26,7 @@ from typing import Any
 from tunex.cluster import Activity, Executor, InlineExecutor
 from tunex.db import Database
 from tunex.db._records import CLAIM_LEASE_S, Claims, claim_owner
-from tunex.db.prior import Prior
+from tunex.db.prior import Prior, names_most
 from tunex.errors import BudgetError, ConfigError, TunexError
 from tunex.search import DEFAULT_STRATEGY, SearchStrategy, get_strategy
 from tunex.space import Space
@@ -161,7 +161,7 @@ class Tuner:
             Tuner's; benchmarks/RESULTS.md). Where none was measured on this device, the
             result's ``transfer`` lists them (``like_candidates``).
         prior: trials measured elsewhere that join the related kernels (``related`` on):
-            ``True``, tunex's own recordings (its Triton kernels on an NVIDIA H200); a
+            ``True``, the prior tunex ships (searches of its Triton kernels on an H200); a
             :class:`~tunex.db.prior.Prior` (``Prior.load`` of a trials export); ``False``,
             none. Only workloads measured on this device are taken
             (:meth:`~tunex.db.prior.Prior.related`); the database's own trials of a workload
@@ -494,7 +494,7 @@ class Tuner:
         what ``related`` takes (beside the kernel's own other workloads, all of theirs; on its
         first search, those measured on this device, which the strategy trusts less: a kernel
         that shares parameter names may mislead a search that has nothing else)."""
-        names = set(self.space.names)
+        names = self.space.names
         seen: set[str] = {self.workload.kernel}
         out: list[str] = []
         for w in self.db.workloads():
@@ -505,7 +505,7 @@ class Tuner:
                 theirs = self.db.space_names(w)  # names only: making the space counts it
             except TunexError:  # a damaged declaration says nothing either way
                 continue
-            if theirs is not None and 2 * len(names & set(theirs)) > len(names):
+            if theirs is not None and names_most(names, theirs):
                 out.append(w.kernel)
         return out
 

@@ -3,10 +3,10 @@
 A kernel's first search on a device knows nothing of it; what tunex knows of the device is how
 other kernels' configs ran there. A prior holds such trials: whole workloads (the kernel, its
 problem, the device), each with its trials and its declared space, read from a trials export
-(``tunex db export --format jsonl``; json and gzip'd files too). tunex ships one: every point of
-the spaces of its own Triton kernels (matmul, matmul with TMA, flash attention, softmax,
-layernorm) measured on an NVIDIA H200 (``benchmarks/data``; ``benchmarks/make_prior.py`` builds
-it).
+(``tunex db export --format jsonl``; json and gzip'd files too). tunex ships one: a 100-trial
+search of each of its own Triton kernels' recorded spaces (matmul, matmul with TMA, flash
+attention, softmax, layernorm) on an NVIDIA H200 (``benchmarks/data``;
+``benchmarks/make_prior.py`` builds it).
 
 The Tuner adds a prior's workloads to a warm start the way it adds the database's related
 kernels (:meth:`Prior.related`): only those measured **on the same device**, only kernels whose
@@ -14,8 +14,8 @@ declared spaces name more than half of the searched space's parameters, never th
 searched itself. Of another kernel they are *guessed* (related by parameter names only), which
 the default strategy trusts less: half of its proposals before its first evidence check, and
 kept only while their model ranks this workload's own trials above chance. Of the same kernel
-(same name) they are its other workloads, as the database's would be. Leave-one-out on the
-shipped recordings, each kernel's prior without that kernel: benchmarks/RESULTS.md, "the prior".
+(same name) they are its other workloads, as the database's would be. Leave-one-out, each
+kernel's prior without that kernel: benchmarks/RESULTS.md, "the prior tunex ships".
 
     from tunex.db.prior import Prior
 
@@ -36,10 +36,17 @@ from pathlib import Path
 from tunex.errors import DatabaseError
 from tunex.trial import Measurement, Workload
 
-__all__ = ["Prior", "SHIPPED"]
+__all__ = ["Prior", "SHIPPED", "names_most"]
 
 #: The priors tunex ships (exports of trials), in ``tunex/db/prior_data``.
 SHIPPED = tuple(sorted((Path(__file__).parent / "prior_data").glob("*.jsonl.gz")))
+
+
+def names_most(names: Iterable[str], theirs: Iterable[str]) -> bool:
+    """Whether a space of parameters ``theirs`` names more than half of ``names``: the rule
+    by which another kernel is related to the one searched (the Tuner's ``related``)."""
+    own = set(names)
+    return 2 * len(own & set(theirs)) > len(own)
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,10 +107,9 @@ class Prior:
         """The workloads a search of ``workload`` over a space of parameters ``names`` may
         learn from: measured on the same device, of a kernel whose space names more than half
         of ``names``, not ``workload`` itself; the same kernel's first."""
-        own = set(names)
         out = [(w, list(ms)) for w, ms in self.workloads
                if w != workload and w.device == workload.device and ms
-               and 2 * len(own & self.names.get(w, frozenset())) > len(own)]
+               and names_most(names, self.names.get(w, ()))]
         out.sort(key=lambda wm: wm[0].kernel != workload.kernel)
         return out
 
