@@ -266,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--patience", type=int, default=None,
                    help="trials without a 1%% gain before tunex stops (0: none; default: the "
                         "decorator's)")
+    p.add_argument("--prior", action="store_true",
+                   help="prior=True on the decorator: a first search also learns from the "
+                        "searches tunex ships for this device (tunex.db.prior)")
     p.add_argument("--shapes", default=None, help="comma list of shape indices (default: all)")
     p.add_argument("--service", type=int, default=0, metavar="N",
                    help="start `tunex serve --target triton_gpu --workers N` first (as a user "
@@ -307,6 +310,8 @@ def run(args: argparse.Namespace) -> int:
         extra["strategy"] = args.strategy
     if args.patience is not None:
         extra["patience"] = args.patience or None
+    if args.prior:
+        extra["prior"] = True
     only = {int(i) for i in args.shapes.split(",")} if args.shapes else None
     db_path = os.path.join(tempfile.mkdtemp(prefix="tunex-bench-"), "tunex.db")
     timer = GpuTimer(MeasureOptions())

@@ -144,13 +144,14 @@ class Workload:
         # Normalise so that equal workloads compare and hash equal.
         object.__setattr__(self, "problem", json.loads(canonical_json(self.problem)))
         object.__setattr__(self, "target", json.loads(canonical_json(self.target)))
+        # the key, computed once: workloads are dict keys everywhere (a warm start's, a prior's)
+        object.__setattr__(self, "_key", canonical_json(
+            {"kernel": self.kernel, "kernel_hash": self.kernel_hash,
+             "problem": self.problem, "target": self.target}))
 
     @property
     def key(self) -> str:
-        return canonical_json(
-            {"kernel": self.kernel, "kernel_hash": self.kernel_hash,
-             "problem": self.problem, "target": self.target}
-        )
+        return self._key  # type: ignore[no-any-return]
 
     @property
     def device(self) -> Any:
