@@ -553,3 +553,12 @@ def test_a_warm_start_carries_a_block_relative_to_the_shape_to_a_new_shape():
             assert {c["BLOCK"] for c in st.ask(6)} == {256, 1024, 8192}  # their favourites
             block = st.ask(1)[0]["BLOCK"]
             assert (block == 2048) if relative else (block in (256, 1024, 8192))
+
+
+def test_a_one_parameter_space_too_large_to_enumerate():
+    """Mutations of a single parameter (the candidates of a space not enumerated) reset that
+    one parameter; the search finds the bottom of a smooth valley."""
+    s = Space([Int("a", 0, 3000)])
+    strategy = ModelSearch(s, seed=0, enumerate_limit=100, pool=64)
+    times = search(strategy, lambda c: 1.0 + ((c["a"] - 1234) / 1000) ** 2, 40)
+    assert min(times) < 1.05

@@ -538,7 +538,8 @@ class ModelSearch(SearchStrategy):
                 for n in names:
                     if self.rng.random() < 0.5:
                         d[n] = other[n]
-            for n in self.rng.choice(names, size=int(self.rng.integers(1, 3)), replace=False):
+            resets = min(len(names), int(self.rng.integers(1, 3)))
+            for n in self.rng.choice(names, size=resets, replace=False):
                 vals = self.space.param(str(n)).values
                 d[str(n)] = vals[int(self.rng.integers(len(vals)))]
             c = Config(d)
