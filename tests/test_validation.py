@@ -240,6 +240,10 @@ def test_rerunning_a_finished_noisy_search_adds_no_trial(tmp_path):
     ("a < 9**9**9", "power"),
     ("len([0] * 10**9) > a", "sequence"),
     ("a < 1 << 10**6", "shifts"),
+    # each power within the exponent's limit, the integer 128-fold longer at every step
+    ("((((a + 1) ** 128) ** 128) ** 128) ** 128 > 0", "power"),
+    ("(2 ** 100) ** 30 * (2 ** 100) ** 30 * (2 ** 100) ** 30 > a", "multiplies"),
+    ("(2 ** 100) ** 40 << 100 > a", "shifts"),
 ])
 def test_constraint_strings_cannot_exhaust_the_machine(rule, says):
     """Issue 11 item 5: these hung or reached 7.8 GB within 30 s; now a clear SpaceError."""

@@ -39,6 +39,8 @@ _ALLOWED = (
 #: Largest exponent of an integer power, shift count, and length a sequence may be repeated to.
 _MAX_EXPONENT = 128
 _MAX_SEQUENCE = 100_000
+#: Largest integer an operation may build, in bits (a nested power grows them 128-fold a step).
+_MAX_BITS = 4096
 
 
 _NUMBERS = (int, float, bool)
@@ -52,11 +54,23 @@ def _pow(a: Any, b: Any) -> Any:
     if isinstance(b, (int, float)) and abs(b) > _MAX_EXPONENT and (
             not isinstance(a, (int, float)) or abs(a) > 1):
         raise _TooCostly(f"raises to the power {b}, above the limit of {_MAX_EXPONENT}")
+    if type(a) is int and type(b) is int and b > 0 and a.bit_length() * b > _MAX_BITS:
+        raise _TooCostly(f"raises a {a.bit_length()}-bit integer to the power {b}: an integer "
+                         f"above the limit of {_MAX_BITS} bits")
     return a ** b
+
+
+def _big(a: Any, b: Any) -> bool:
+    """Whether the product of integers ``a`` and ``b`` would pass the size limit."""
+    return (type(a) is int and type(b) is int
+            and a.bit_length() + b.bit_length() > _MAX_BITS)
 
 
 def _mul(a: Any, b: Any) -> Any:
     if type(a) in _NUMBERS and type(b) in _NUMBERS:  # the common case: no sequence to build
+        if _big(a, b):
+            raise _TooCostly(f"multiplies integers of {a.bit_length()} and {b.bit_length()} "
+                             f"bits: a product above the limit of {_MAX_BITS} bits")
         return a * b
     for seq, n in ((a, b), (b, a)):
         if (isinstance(seq, (str, list, tuple)) and isinstance(n, int)
@@ -69,6 +83,9 @@ def _mul(a: Any, b: Any) -> Any:
 def _lshift(a: Any, b: Any) -> Any:
     if isinstance(b, int) and b > _MAX_EXPONENT:
         raise _TooCostly(f"shifts by {b} bits, above the limit of {_MAX_EXPONENT}")
+    if type(a) is int and type(b) is int and a.bit_length() + b > _MAX_BITS:
+        raise _TooCostly(f"shifts a {a.bit_length()}-bit integer by {b}: an integer above the "
+                         f"limit of {_MAX_BITS} bits")
     return a << b
 
 
