@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -192,15 +193,20 @@ def test_bad_input_gives_a_clear_error(tmp_path, capsys, argv, message):
     ["db", "export"], ["db", "export", "--format", "json"],
     ["db", "export", "--format", "kernel_tuner"], ["pack", "export"], ["report"],
 ])
-@pytest.mark.parametrize("suffix", ["", "-wal"])
+@pytest.mark.parametrize("suffix", ["", "-wal", "hard link"])
 def test_writing_an_export_over_the_database_itself_is_refused(tmp_path, capsys, argv, suffix):
-    """`-o run.db` where `-o run.csv` was meant must not replace the database with its export."""
+    """`-o run.db` where `-o run.csv` was meant must not replace the database with its export,
+    nor may a hard link to it (the same file under another name)."""
     data = recorded("pnpoly/RTX_2080_Ti.json.gz")
     db = tmp_path / "run.db"
     assert main(["search", "--target", f"replay:{data}", "--budget", "6trials", "--db",
                  str(db), "-q"]) == 0
     before = db.read_bytes()
-    assert main([*argv, "--db", str(db), "-o", f"{db}{suffix}"]) == 2
+    out = f"{db}{suffix}"
+    if suffix == "hard link":
+        out = str(tmp_path / "backup.db")
+        os.link(db, out)
+    assert main([*argv, "--db", str(db), "-o", out]) == 2
     err = capsys.readouterr().err
     assert "is the tuning database being read" in err and "Traceback" not in err
     assert db.read_bytes() == before

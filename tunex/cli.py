@@ -45,7 +45,15 @@ def _not_the_database(output: str | None, db: Any) -> None:
     if output in (None, "-") or getattr(db, "path", None) is None:
         return
     mine = os.path.realpath(db.path)
-    if os.path.realpath(output) in (mine, *(mine + s for s in ("-wal", "-shm", "-journal"))):
+    files = (mine, *(mine + s for s in ("-wal", "-shm", "-journal")))
+
+    def same(path: str) -> bool:  # a hard link to it is the database under another name
+        try:
+            return os.path.samefile(output, path)
+        except OSError:  # one of them does not exist
+            return False
+
+    if os.path.realpath(output) in files or any(same(f) for f in files):
         raise TunexError(f"-o {output} is the tuning database being read: writing there would "
                          "destroy every trial in it; pass another output file")
 
