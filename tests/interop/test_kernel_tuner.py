@@ -55,6 +55,26 @@ def test_cache_round_trip_keeps_configs_and_times(tmp_path: Path, rel: str) -> N
         assert got["timestamp"] == entry.get("timestamp", got["timestamp"])
 
 
+def test_a_cache_copied_or_touched_is_not_imported_twice(tmp_path: Path) -> None:
+    """A Kernel Tuner entry has no time of its own (an import stamps it from the file's mtime):
+    the same file touched, or copied to where it was, holds the same trials."""
+    import os
+    import shutil
+
+    original = load(recorded("pnpoly/RTX_2080_Ti.json.gz"))
+    src = tmp_path / "pnpoly.json"
+    src.write_text(json.dumps(original))
+    with Database(tmp_path / "kt.db") as db:
+        workload, n = import_cache(db, src)
+        st = src.stat()
+        os.utime(src, (st.st_atime, st.st_mtime + 3600))
+        assert import_cache(db, src)[1] == 0
+        (tmp_path / "copy").mkdir()
+        shutil.copy(src, tmp_path / "copy" / src.name)  # a download of the same file
+        assert import_cache(db, tmp_path / "copy" / src.name)[1] == 0
+        assert db.count(workload) == n
+
+
 def test_imported_cache_is_the_replayed_workload(tmp_path: Path) -> None:
     src = recorded("pnpoly/RTX_2080_Ti.json.gz")
     target = ReplayTarget(src)

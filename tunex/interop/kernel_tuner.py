@@ -107,9 +107,14 @@ def import_cache(db: Database, path: str | os.PathLike[str]) -> tuple[Workload, 
     bound = dict(target.space.bound)
     constants = {k: v for k, v in bound.items() if k in target.keys}
     base = Path(os.fspath(path)).stat().st_mtime
+    # an entry carries no time of its own (its stamp comes from the file's mtime, which a copy
+    # or a checkout changes): one imported before is known by its config
+    known = {m.config for m in db.measurements(workload) if m.worker == _SOURCE}
     lines: list[str] = []
     for i, entry in enumerate(target.entries.values()):
         config = Config({k: entry[k] for k in target.keys if k not in bound})
+        if config in known:
+            continue
         m = target.measure(target.build(workload, config))
         if m.ok:
             m = m.replace(times_ms=tuple(recorded_times(entry) or (entry["time"],)))
@@ -126,6 +131,8 @@ def import_cache(db: Database, path: str | os.PathLike[str]) -> tuple[Workload, 
             with contextlib.suppress(SpaceError):
                 record["workload_space"] = target.declared.to_dict()
         lines.append(json.dumps(record))
+    if not lines:  # every entry imported before
+        return workload, 0
     source = io.StringIO("\n".join(lines) + "\n")
     source.name = os.fspath(path)  # named in import_trials' errors
     n = db.import_trials(source)
