@@ -156,3 +156,13 @@ class ToyExits(ToyAxpy):
     def render(self, config: Mapping[str, Any], problem: Mapping[str, Any], isa: Isa) -> str:
         return "#include <stdlib.h>\n" + super().render(config, problem, isa).replace(
             "long n = dim[0];", "long n = dim[0]; if (n) exit(0);")
+
+
+class ToyForks(ToyAxpy):
+    """A kernel that forks a child which outlives it (sleeping forever)."""
+
+    name = "toy_forks"
+
+    def render(self, config: Mapping[str, Any], problem: Mapping[str, Any], isa: Isa) -> str:
+        return "#include <unistd.h>\n" + super().render(config, problem, isa).replace(
+            "long n = dim[0];", "long n = dim[0]; if (fork() == 0) { for (;;) sleep(1); }")

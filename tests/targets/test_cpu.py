@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -100,6 +104,44 @@ def test_a_hung_kernel_is_a_timeout():
     _, wl = t.prepare("toy_axpy", {"N": 8})
     m = trial(t, wl, UNROLL=1, mode="hang")
     assert m.status is Status.TIMEOUT and "1.5 s" in m.error
+
+
+def _kernel_processes() -> set[int]:
+    out = set()
+    for pid in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if pid.isdigit() and b"kernel.bin" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.add(int(pid))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+@pytest.mark.parametrize("workers", [0, 1])
+def test_what_a_kernel_forks_ends_with_it(tmp_path, workers):
+    """A forked child that outlives the kernel neither runs on after the trial (a CPU spent
+    until someone kills it) nor holds the run open into a timeout; where the measuring worker
+    is killed for running past its deadline (a hung kernel), its binary's forks die too."""
+    from tunex import Database, Tuner
+    from tunex.cluster import InlineExecutor, LocalExecutor, LocalOptions
+
+    before = _kernel_processes()
+    # in-process, a hang ends at the target's timeout; in a worker, at the executor's deadline
+    t = make_target(f"cpu?repeats=1&warmup=0&flush_kb=0&timeout={20 if workers else 4}")
+    # named by module, so the worker processes find it too
+    space, wl = t.prepare("tests.targets._toy_c:ToyForks", {"N": 64})
+    executor = (LocalExecutor(t, LocalOptions(build_workers=1, measure_timeout=4.0,
+                                              hang_factor=None))
+                if workers else InlineExecutor(t))
+    t0 = time.monotonic()
+    with Database(str(tmp_path / "f.db")) as db, executor:
+        Tuner(t, space, workload=wl, db=db, strategy="random", executor=executor, seed=0,
+              budget="2trials", remeasure=0,
+              first=[Config(UNROLL=1, mode="ok"), Config(UNROLL=1, mode="hang")]).run()
+        statuses = {m.config["mode"]: m.status for m in db.measurements(wl)}
+    assert statuses == {"ok": Status.OK, "hang": Status.TIMEOUT}
+    assert time.monotonic() - t0 < 18  # the hang ended at 4 s, not at 20
+    time.sleep(0.5)
+    assert _kernel_processes() - before == set()
 
 
 @pytest.mark.parametrize("kernel, says", [

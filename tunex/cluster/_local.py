@@ -225,6 +225,17 @@ def _serve(conn: Connection, env: dict[str, str] | None = None) -> None:
             conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
+def _children(pid: int) -> list[int]:
+    """The process ids of ``pid``'s children (Linux's ``/proc``; none elsewhere)."""
+    out: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, ValueError), open(
+                    f"/proc/{pid}/task/{task}/children") as f:
+                out += [int(c) for c in f.read().split()]
+    return out
+
+
 class _Worker:
     """One worker process that can be killed and replaced when it hangs or dies."""
 
@@ -348,6 +359,10 @@ class _Worker:
         otherwise run on, orphaned, with a CPU to itself)."""
         with self._lock:
             if hasattr(os, "killpg") and self.proc.pid:
+                # a kernel's binary runs in a group of its own, with whatever it forked
+                for child in _children(self.proc.pid):
+                    with contextlib.suppress(OSError):
+                        os.killpg(child, signal.SIGKILL)
                 with contextlib.suppress(OSError):  # not its own group yet, or gone already
                     os.killpg(self.proc.pid, signal.SIGKILL)
             if self.proc.is_alive():

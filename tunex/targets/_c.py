@@ -18,6 +18,8 @@ how a binary is compiled and how it is run and timed; everything else is here, o
 from __future__ import annotations
 
 import abc
+import contextlib
+import os
 import signal
 import struct
 import subprocess
@@ -391,12 +393,33 @@ class CTarget(Target):
     # -- helpers for subclasses -----------------------------------------------------------------
 
     def _run_process(self, argv: Sequence[str], cwd: Path) -> RunResult:
+        """Run ``argv`` in a process group of its own, ended with all it started.
+
+        What the binary forks dies with it: on a timeout and when it returns, the group is
+        killed (a fork left running would spin on a CPU, and, holding the output pipe, turn
+        the next wait into a timeout). Output goes to files, so a fork that outlives the
+        binary cannot hold the run open. A worker that is killed kills its children's
+        groups (:meth:`tunex.cluster.LocalExecutor`'s worker ``kill``).
+        """
         t0 = time.perf_counter()
-        try:
-            done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True,
-                                  timeout=self.timeout)
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else ""
-            return RunResult(-9, out, "", time.perf_counter() - t0, timed_out=True)
-        return RunResult(done.returncode, done.stdout, done.stderr, time.perf_counter() - t0)
+        with tempfile.TemporaryFile("w+", errors="replace") as out, \
+                tempfile.TemporaryFile("w+", errors="replace") as err:
+            proc = subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            timed_out = False
+            try:
+                proc.wait(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                with contextlib.suppress(OSError):  # the group is gone already
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            seconds = time.perf_counter() - t0
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read(), err.read()
+        if timed_out:
+            return RunResult(-9, stdout, "", seconds, timed_out=True)
+        return RunResult(proc.returncode, stdout, stderr, seconds)
 
