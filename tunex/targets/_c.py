@@ -137,6 +137,11 @@ def _tail(text: str, lines: int = 12, chars: int = 2000) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
 
 
+_MAX_CALLS = 100_000  # timed or untimed calls of a kernel per measurement
+_MAX_FLUSH_KB = 4 << 20  # 4 GiB written between timed calls
+_MAX_TIMEOUT = 86_400.0  # a day
+
+
 class CTarget(Target):
     """Base of the targets that build C kernels (:class:`~tunex.kernel.CKernel`).
 
@@ -155,10 +160,15 @@ class CTarget(Target):
 
     def __init__(self, *, timeout: float = 120.0, repeats: int = 15, warmup: int = 2,
                  flush_kb: int = 0, check: bool = True) -> None:
-        if repeats < 1 or warmup < 0 or flush_kb < 0 or timeout <= 0:
-            raise TargetError(f"{self.name}: repeats >= 1, warmup >= 0, flush_kb >= 0 and "
-                              f"timeout > 0 are needed (got repeats={repeats}, "
-                              f"warmup={warmup}, flush_kb={flush_kb}, timeout={timeout})")
+        # written so that NaN fails every test: an option no run can work with is refused
+        # here, not recorded as a failure of every config (which a later search would skip)
+        if not (1 <= repeats <= _MAX_CALLS and 0 <= warmup <= _MAX_CALLS
+                and 0 <= flush_kb <= _MAX_FLUSH_KB and 1.0 <= timeout <= _MAX_TIMEOUT):
+            raise TargetError(
+                f"{self.name}: give repeats 1-{_MAX_CALLS:,}, warmup 0-{_MAX_CALLS:,}, flush_kb "
+                f"0-{_MAX_FLUSH_KB:,} (KiB) and timeout 1-{_MAX_TIMEOUT:,.0f} (seconds, for a "
+                f"compile and for a run); got repeats={repeats}, warmup={warmup}, "
+                f"flush_kb={flush_kb}, timeout={timeout}")
         self.timeout = float(timeout)
         self.repeats = int(repeats)
         self.warmup = int(warmup)
