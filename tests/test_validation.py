@@ -36,10 +36,29 @@ def test_budgets_that_mean_something_still_parse():
     assert Budget.parse("2h, 500trials") == Budget(7200.0, 500)
 
 
-@pytest.mark.parametrize("times", [(float("nan"),), (1.0, -0.5), (math.inf,)])
+@pytest.mark.parametrize("times", [(float("nan"),), (1.0, -0.5), (math.inf,), (10**400,)])
 def test_a_measurement_with_invalid_times_is_a_failure_not_a_winner(times):
     m = Measurement(Config(a=1), Status.OK, times)
     assert m.status is Status.RUNTIME_ERROR and m.value == math.inf and "invalid" in m.error
+
+
+def test_a_recorded_time_too_large_for_a_float_imports_as_a_failure(tmp_path, capsys):
+    """A 400-digit integer in a Kernel Tuner cache was an OverflowError traceback."""
+    import json
+
+    cache = {"device_name": "X", "kernel_name": "k", "problem_size": [1],
+             "tune_params_keys": ["a"], "tune_params": {"a": [1, 2, 3]},
+             "cache": {str(a): {"a": a, "time": 1.0 + a, "compile_time": 5.0} for a in (1, 2, 3)}}
+    cache["cache"]["2"]["time"] = 10**400
+    cache["cache"]["3"]["compile_time"] = 10**400
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(cache))
+    db = str(tmp_path / "i.db")
+    assert main(["db", "import", str(path), "--db", db]) == 0
+    with Database(db) as d:
+        (w,) = d.workloads()
+        got = {m.config["a"]: m for m in d.measurements(w)}
+    assert got[1].ok and got[3].ok and not got[2].ok
 
 
 def test_memory_database_is_in_memory(tmp_path, monkeypatch):

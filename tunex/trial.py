@@ -50,6 +50,15 @@ def flatten(m: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _float(value: Any) -> float:
+    """``float(value)``, an integer too large for a float being infinite (as the time it
+    stands for: no winner)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def config_value(value: Any) -> Any:
     """``value`` as a config holds it: a list (JSON's form of a tuple, such as a permutation)
     becomes a tuple, a numpy scalar a Python one."""
@@ -246,7 +255,7 @@ class Measurement:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
-        object.__setattr__(self, "times_ms", tuple(float(t) for t in self.times_ms))
+        object.__setattr__(self, "times_ms", tuple(_float(t) for t in self.times_ms))
         bad = [t for t in self.times_ms if not (math.isfinite(t) and t >= 0)]
         if self.status is Status.OK and bad:
             # a timer that returned NaN or a negative time measured nothing: never a winner

@@ -207,6 +207,9 @@ def test_tampered_pack_is_refused(pack_path: Path) -> None:
      "not a plain value"),
     (lambda d: d["entries"][0].__setitem__("problem", [1, 2]), "not an object"),
     (lambda d: d["entries"].append(dict(d["entries"][0])), "appears twice"),
+    # a JSON integer of 400 digits: an OverflowError traceback, not a malformed pack
+    (lambda d: d["entries"][0].__setitem__("trials", 10**400), "not a finite"),
+    (lambda d: d["entries"][0]["stats"].__setitem__("median_ms", 10**400), "not a finite"),
     (lambda d: d.__setitem__("extra", 1), "unknown top-level"),
     (lambda d: d.__setitem__("name", ""), "name"),
 ])

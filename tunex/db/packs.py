@@ -460,7 +460,11 @@ def _number(where: str, v: Any, *, integer: bool = False) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (
             integer and not isinstance(v, int)):
         raise ValueError(f"{where} is not {'an integer' if integer else 'a number'}")
-    if not math.isfinite(v) or v < 0:
+    try:
+        finite = math.isfinite(v)
+    except OverflowError:  # an integer too large for a float
+        finite = False
+    if not finite or v < 0:
         raise ValueError(f"{where} is not a finite non-negative number")
     return v
 

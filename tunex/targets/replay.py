@@ -53,7 +53,10 @@ def _number(value: Any) -> float | None:
     """A recorded figure in ms (a compile time), or None where the file holds something else."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer of hundreds of digits: no figure a run could take
+        return None
 
 
 def recorded_times(entry: Mapping[str, Any]) -> list[float] | None:
