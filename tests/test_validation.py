@@ -177,12 +177,28 @@ def test_ctrl_c_exits_130_and_keeps_every_finished_trial(tmp_path, sig):
     assert "run again to resume" in err
 
 
-def test_a_choice_of_unhashable_values_is_a_space_error():
+@pytest.mark.parametrize("values", [
+    [[1, 2], [3, 4]], [b"x", b"y"], [1j, 2j], [frozenset(), frozenset({1})], [object()],
+    [1, 10**400], [1.0, math.inf], [(1, b"x")],
+])
+def test_a_choice_of_values_no_config_can_hold_is_a_space_error(values):
+    """Unhashable values, and values that fail only once a trial is stored (bytes, objects:
+    "not JSON serializable" mid-search) or encoded for the model (10**400: OverflowError)."""
     from tunex.errors import SpaceError
     from tunex.space import Choice
 
-    with pytest.raises(SpaceError, match="cannot be a config value"):
-        Choice("tile", [[1, 2], [3, 4]])
+    with pytest.raises(SpaceError, match="a value a config cannot hold"):
+        Choice("tile", values)
+
+
+def test_numpy_values_of_a_space_are_held_as_python_values():
+    import numpy as np
+
+    from tunex.space import Choice, Space
+
+    s = Space([Choice("tile", list(np.arange(1, 4)) + [np.float32(0.5)])])
+    assert [type(v) for v in s.param("tile").values] == [int, int, int, float]
+    assert Config(tile=2) in s
 
 
 def test_packs_are_readable_by_others_and_duplicate_keys_are_refused(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import numbers
@@ -12,6 +13,26 @@ from tunex.errors import SpaceError
 from tunex.trial import canonical_json
 
 __all__ = ["Bool", "Choice", "Int", "Param", "Permutation", "Pow2"]
+
+
+def _plain(name: str, value: Any) -> Any:
+    """``value`` as a config can hold it (stored as JSON, encoded as numbers for the cost
+    model): None, a bool, an integer within 64 bits, a finite float, a string, or a tuple of
+    these; a numpy scalar becomes its Python value."""
+    if hasattr(value, "item") and callable(value.item) and not isinstance(value, tuple):
+        with contextlib.suppress(TypeError, ValueError):
+            value = value.item()
+    if isinstance(value, tuple):
+        return tuple(_plain(name, v) for v in value)
+    ok = (value is None or isinstance(value, (bool, str))
+          or (isinstance(value, int) and -2**63 <= value < 2**63)
+          or (isinstance(value, float) and (math.isfinite(value) or math.isnan(value))))
+    if not ok:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise SpaceError(f"parameter {name!r} has a value a config cannot hold: {shown} "
+                         f"({type(value).__name__}); use numbers (integers within 64 bits, "
+                         "finite floats), strings, bools, None or tuples of these")
+    return value
 
 
 class Param:
@@ -30,7 +51,7 @@ class Param:
     def __init__(self, name: str, values: Iterable[Any], *, default: Any = None) -> None:
         if not isinstance(name, str) or not name.isidentifier():
             raise SpaceError(f"parameter name {name!r} must be a Python identifier")
-        vals = tuple(values)
+        vals = tuple(_plain(name, v) for v in values)
         if not vals:
             raise SpaceError(
                 f"parameter {name!r} has an empty domain: give it at least one value"
