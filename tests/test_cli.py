@@ -12,6 +12,7 @@ import pytest
 
 from tests._data import recorded
 from tunex.cli import main
+from tunex.db import Database
 
 
 def test_search_export_best_and_resume(tmp_path, capsys):
@@ -177,6 +178,12 @@ def test_like_names_a_kernel_a_first_search_learns_from(tmp_path, capsys):
      "unknown search strategy"),
     (["db", "best", "--db", "{missing}"], "--db"),
     (["db", "export", "--db", "{junk}"], "move it aside"),
+    # --db "$DB" with DB unset blamed the current folder ("not a regular file ... move it aside")
+    (["db", "best", "--db", ""], "--db is empty"),
+    (["search", "sgemm", "--target", "cpu", "--shape", "M=64,N=64,K=99999999999999999999",
+      "--db", "{db}"], "K=99999999999999999999 is too large"),
+    (["search", "sgemm", "--target", "cpu", "--shape", "M=1000000,N=10000000,K=1000",
+      "--db", "{db}"], "choose smaller sizes"),
 ])
 def test_bad_input_gives_a_clear_error(tmp_path, capsys, argv, message):
     junk = tmp_path / "junk.db"
@@ -283,10 +290,27 @@ def test_kernels_lists_what_search_can_tune_and_what_does_not_load(capsys, monke
     monkeypatch.setitem(K._REGISTRY, "no_space", "tests.targets._toy_c:ToyNoSpace")
     assert main(["kernels"]) == 0
     out = capsys.readouterr().out
-    assert "tunex search sgemm --shape M=... --shape N=... --shape K=..." in out
+    assert "tunex search sgemm --shape M=...,N=...,K=..." in out
     assert "broken_k: does not load:" in out and "no_such_module" in out
     assert main(["kernels", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["sgemm"]["language"] == "c" and "LMUL" in rows["sgemm"]["parameters"]
     assert rows["matmul"]["targets"] == "triton_gpu" and rows["toy_axpy"]["dims"] == ["N"]
     assert "error" in rows["broken_k"] and "NoneType" in rows["no_space"]["error"]
+
+
+def test_a_shape_given_one_size_per_flag_is_the_whole_shape(tmp_path, capsys):
+    """`tunex kernels` lists `--shape M=...,N=...`; a user who gives --shape once per size got
+    "missing ['M']" for an M they had given (only the last flag was kept)."""
+    db = str(tmp_path / "s.db")
+    args = ["search", "sgemm", "--target", "cpu", "--budget", "1trials", "--no-baseline",
+            "--db", db, "-q"]
+    assert main([*args, "--shape", "M=16", "--shape", "N=16", "--shape", "K=16"]) == 0
+    assert main([*args, "--shape", "M=16,N=16,K=16"]) == 0  # the same workload: resumed
+    with Database(db) as d:
+        (w,) = d.workloads()
+    assert {k: w.problem[k] for k in "MNK"} == {"M": 16, "N": 16, "K": 16}
+    assert main([*args, "--shape", "M=16", "--shape", "M=32,N=16,K=16"]) == 2
+    assert "gives M twice" in capsys.readouterr().err
+    assert main(["kernels"]) == 0
+    assert "--shape M=...,N=...,K=..." in capsys.readouterr().out

@@ -74,6 +74,10 @@ def test_memory_database_is_in_memory(tmp_path, monkeypatch):
     (f"replay:{RECORDED}?seed=abc", "options are"),
     (f"replay:{RECORDED.parent}", "is a directory"),
     ("cpu?repeats=0", "repeats 1-100,000"),
+    # a signature error ("takes 1 positional argument"), and the default core taken silently
+    ("cpu:x", r"takes nothing after ':' \(got 'x'\); options go after '\?'"),
+    ("cpu:", "takes nothing after ':'"),
+    ("riscv-sim:", "needs its core after ':': riscv-sim:CORE"),
     # NaN passed `timeout <= 0`: every trial then failed, and a later search skipped them all
     ("cpu?timeout=nan", "timeout 1-86,400"),
     ("cpu?timeout=1e-6", "timeout 1-86,400"),

@@ -24,7 +24,9 @@ def escape(text: str) -> str:
     return rich_escape(text)
 
 
-def _shape(text: str | None) -> dict[str, Any]:
+def _shape(given: str | Sequence[str] | None) -> dict[str, Any]:
+    """The sizes of ``--shape`` (given once as ``M=4096,N=4096`` or once per size)."""
+    text = given if isinstance(given, str) or given is None else ",".join(given)
     out: dict[str, Any] = {}
     for part in filter(None, (text or "").split(",")):
         key, sep, value = part.partition("=")
@@ -705,7 +707,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
         if "error" in r:
             print(f"{r['name']}: does not load: {r['error']}")
             continue
-        shape = " ".join(f"--shape {d}=..." for d in r["dims"])
+        shape = "--shape " + ",".join(f"{d}=..." for d in r["dims"]) if r["dims"] else ""
         print(f"{r['name']} ({r['language']}: {r['targets']}): {r['about']}\n"
               f"    tunex search {r['name']} {shape}   dtypes {', '.join(r['dtypes'])}; "
               f"tunes {', '.join(r['parameters'])}")
@@ -754,7 +756,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--target", default=None,
                    help="replay:PATH[?noisy=1], triton_gpu, cpu, riscv-sim:x280, ... (see "
                    "tunex.targets); required unless --service names a socket")
-    s.add_argument("--shape", help="problem sizes, e.g. M=4096,N=4096,K=4096")
+    s.add_argument("--shape", action="append",
+                   help="problem sizes, e.g. M=4096,N=4096,K=4096 (or --shape M=4096 "
+                        "--shape N=4096 ...)")
     s.add_argument("--strategy", default="model", help="model, random, exhaustive, optuna:tpe ...")
     s.add_argument("--budget", default="100trials", help="2h, 90m, 500trials, or 2h,500trials")
     s.add_argument("--seed", type=int, default=None)
@@ -931,6 +935,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tunex.db import default_path
 
         args.db = default_path()
+    elif isinstance(getattr(args, "db", None), str) and not args.db.strip():
+        # --db "$DB" with DB unset: not the current folder, as a path of "" would be read
+        print("tunex: error: --db is empty: give a SQLite file or a SQLAlchemy URL, or leave "
+              "--db out for the default ($TUNEX_DB, else ~/.cache/tunex/tunex.db)",
+              file=sys.stderr)
+        return 2
     level = args.log_level or ("info" if args.verbose else "warning")
     logging.basicConfig(level=getattr(logging, level.upper()),
                         format="%(levelname)s %(name)s: %(message)s")

@@ -108,6 +108,9 @@ BUCKETS = {
     "pow2": next_pow2,
 }
 
+#: The largest problem size a dim may have (2**40: a trillion elements along one dimension).
+_MAX_DIM = 1 << 40
+
 _DTYPES = {"float16": "float16", "fp16": "float16", "half": "float16",
            "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float32": "float32", "fp32": "float32", "float": "float32"}
@@ -191,6 +194,9 @@ class Kernel(abc.ABC):
         """
         missing = [d for d in self.dims if d not in problem]
         unknown = [k for k in problem if k not in (*self.dims, "dtype")]
+        if (missing or unknown) and not self.dims:
+            raise ConfigError(f"{self.name} takes no sizes (only optionally dtype); unknown "
+                              f"{unknown}: leave --shape out or give only dtype=...")
         if missing or unknown:
             raise ConfigError(
                 f"{self.name} needs the sizes {', '.join(self.dims)} (and optionally dtype); "
@@ -209,6 +215,9 @@ class Kernel(abc.ABC):
                 raise ConfigError(f"{self.name}: {d}={value!r} is not an integer")
             if v <= 0:
                 raise ConfigError(f"{self.name}: {d}={v} must be positive")
+            if v > _MAX_DIM:  # a C long, a tensor's size: past it nothing can be built
+                raise ConfigError(f"{self.name}: {d}={v} is too large (at most "
+                                  f"{_MAX_DIM:,}); was a digit repeated?")
             rule = self.buckets.get(d, "exact")
             if rule not in BUCKETS:
                 raise ConfigError(f"{self.name}: its buckets give {d} the rule {rule!r}; use "

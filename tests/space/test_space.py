@@ -360,3 +360,15 @@ def test_sampling_far_from_the_end_does_not_check_every_excluded_config(monkeypa
     assert len(calls) < 100  # the drawn points' checks, not the 1,000 excluded ones'
     calls.clear()
     assert len(s.sample(10_000, rng=1, exclude=history)) == s.size - 1000  # to the end: exact
+
+
+def test_a_parameter_named_like_a_constraint_function_is_read_as_the_parameter():
+    """`max > 1` read no parameter (max was taken for the function); a name called is the
+    function, any other the parameter, and a name used as both is refused."""
+    from tunex.errors import SpaceError
+    from tunex.space import Choice, Int
+
+    s = Space([Choice("max", [1, 2, 3]), Int("a", 1, 4)], ["max > 1", "min(a, max) >= 2"])
+    assert sorted((c["max"], c["a"]) for c in s) == [(m, a) for m in (2, 3) for a in (2, 3, 4)]
+    with pytest.raises(SpaceError, match="uses 'max' both as a parameter and as a function"):
+        Space([Choice("max", [1, 2])], ["max(max, 1) > 1"])

@@ -166,3 +166,26 @@ class ToyForks(ToyAxpy):
     def render(self, config: Mapping[str, Any], problem: Mapping[str, Any], isa: Isa) -> str:
         return "#include <unistd.h>\n" + super().render(config, problem, isa).replace(
             "long n = dim[0];", "long n = dim[0]; if (fork() == 0) { for (;;) sleep(1); }")
+
+
+class ToyOneBufferTwice(ToyAxpy):
+    """A user's slip: one buffer declared as an input and as an output."""
+
+    name = "toy_one_buffer_twice"
+    outputs = ("x",)
+
+    def shapes(self, problem: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        return {"x": (problem["N"],)}
+
+
+class ToyNoDims(ToyAxpy):
+    """A kernel of a fixed size: no dims."""
+
+    name = "toy_no_dims"
+    dims = ()
+
+    def space(self) -> Space:
+        return Space([Pow2("UNROLL", 1, 8, default=1)], name="toy_no_dims")
+
+    def shapes(self, problem: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        return {"x": (64,), "y": (64,)}

@@ -129,8 +129,16 @@ class Constraint:
         if isinstance(rule, str):
             self.description = description or rule
             tree = self._parse(rule)
-            found = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-                           - set(_FUNCTIONS))
+            # a name called is a function; any other name is a parameter read, even one
+            # named like a function (a parameter "max" in "max > 1")
+            called = {id(n.func) for n in ast.walk(tree)
+                      if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+            names_of = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+            found = sorted({n.id for n in names_of if id(n) not in called})
+            both = sorted(set(found) & {n.id for n in names_of if id(n) in called})
+            if both:
+                raise SpaceError(f"constraint {rule!r} uses {both[0]!r} both as a parameter "
+                                 f"and as a function; rename the parameter")
             guarded = _Guard().visit(tree)
             # compiled once into a function of the names it reads: a constraint is checked for
             # every point a space counts, so a call must not build dictionaries

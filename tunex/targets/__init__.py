@@ -104,6 +104,15 @@ def make_target(spec: str, **options: Any) -> Target:
     positional = [p for p in sig.parameters.values()
                   if p.default is inspect.Parameter.empty
                   and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    accepts = [p for p in sig.parameters.values()
+               if p.name != "self" and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if ":" in head and not arg:  # "riscv-sim:" silently meant the default core
+        raise TargetError(f"target {name!r} needs its {accepts[0].name} after ':': "
+                          f"{name}:{accepts[0].name.upper()}" if accepts else
+                          f"target {name!r} takes nothing after ':': write {name}")
+    if arg and not accepts:
+        raise TargetError(f"target {name!r} takes nothing after ':' (got {arg!r}); options go "
+                          f"after '?': {name}?{takes[0] if takes else 'option'}=...")
     if positional and not arg and positional[0].name not in opts:
         raise TargetError(f"target {name!r} needs its {positional[0].name}: "
                           f"{name}:{positional[0].name.upper()}")

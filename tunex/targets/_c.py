@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import math
 import os
 import signal
 import struct
@@ -111,6 +112,11 @@ def read_outputs(path: Path, kernel: CKernel, problem: Mapping[str, Any]
 def _shapes(kernel: CKernel, problem: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     """``kernel.shapes(problem)``, or a :class:`TargetError` saying what is wrong with it (a
     slip in the kernel's Python fails every config alike: not a failed trial)."""
+    twice = sorted({b for b in kernel.buffers if kernel.buffers.count(b) > 1})
+    if twice:  # one file region per name: every run would fail on the output file's size
+        raise TargetError(f"{kernel.name}: buffer {twice[0]!r} is named twice in inputs and "
+                          "outputs: give each buffer one name (inputs the kernel reads, "
+                          "outputs it writes)")
     with kernel_code(kernel, "shapes()"):
         shapes = kernel.shapes(problem)
     for name in kernel.buffers:
@@ -119,7 +125,22 @@ def _shapes(kernel: CKernel, problem: Mapping[str, Any]) -> dict[str, tuple[int,
                 and all(isinstance(n, (int, np.integer)) and n >= 0 for n in shape)):
             raise TargetError(f"{kernel.name}: shapes() must give {name} a tuple of sizes "
                               f"(e.g. {{{name!r}: (N,)}}), not {shape!r}")
-    return {n: tuple(int(d) for d in shapes[n]) for n in kernel.buffers}
+    out = {n: tuple(int(d) for d in shapes[n]) for n in kernel.buffers}
+    need = sum(4 * math.prod(shape) for shape in out.values())  # float32 buffers
+    have = _memory()
+    if have and need > have // 2:  # the inputs, the outputs, the reference's own copies
+        raise TargetError(f"{kernel.name}: the buffers of problem {dict(problem)} take "
+                          f"{need / 2**30:,.1f} GiB, more than half of this machine's "
+                          f"{have / 2**30:,.1f} GiB: choose smaller sizes")
+    return out
+
+
+def _memory() -> int:
+    """This machine's physical memory in bytes (0 where it cannot be read)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 0
 
 
 def exit_text(code: int) -> str:
@@ -226,6 +247,7 @@ class CTarget(Target):
         with kernel_code(k, "space()"):
             declared = k.space()
         space = k.bind(declared, k.representative(key), self.isa.facts())
+        _shapes(k, k.representative(key))  # a shape no run could hold: said before searching
         return space, Workload(k.name, k.source_hash, key, self.fingerprint())
 
     def build(self, workload: Workload, config: Config) -> Artifact:
