@@ -76,6 +76,15 @@ def test_a_baseline_that_raises_goes_unmeasured_and_a_render_without_source_fail
     art = cpu.build(wl, Config(UNROLL=8, mode="ok"))
     assert art.status is Status.COMPILE_ERROR
     assert art.error == "render: returned a NoneType, not the C source (a str)"
+    # a lone surrogate in the source was a runtime_error whose error was a traceback
+    kernel = cpu.kernel_of(wl.kernel)
+    kernel.render = lambda *a: "// \udcff\n"  # type: ignore[method-assign]
+    try:
+        art = cpu.build(wl, Config(UNROLL=8, mode="ok"))
+    finally:
+        del kernel.render
+    assert art.status is Status.COMPILE_ERROR
+    assert art.error.startswith("render: returned text that cannot be written as UTF-8 ("), art
 
 
 def test_a_compiler_failing_without_a_word_says_how_it_ended():

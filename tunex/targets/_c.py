@@ -262,6 +262,12 @@ class CTarget(Target):
             return Artifact(workload, config, Status.COMPILE_ERROR,
                             error=f"render: returned a {type(source).__name__}, not the C "
                                   "source (a str)")
+        try:
+            source.encode()
+        except UnicodeEncodeError as e:  # a lone surrogate: no file can hold it
+            return Artifact(workload, config, Status.COMPILE_ERROR,
+                            error=f"render: returned text that cannot be written as UTF-8 "
+                                  f"({e.reason} at position {e.start})")
         return self.build_source(workload, config, source)
 
     def versus_baseline(self, workload: Workload, config: Config, rounds: int = 3
