@@ -269,6 +269,20 @@ def test_an_unusable_space_definition_is_named_not_the_recording(tmp_path, text)
     assert "not a usable recorded space" not in str(info.value)
 
 
+def test_a_definition_beside_restrictions_is_refused_not_ignored(tmp_path):
+    """A recording that states its restrictions never read ?definition=FILE, even a missing
+    one, and said nothing."""
+    doc = {"kernel_name": "k", "tune_params_keys": ["a"], "tune_params": {"a": [1, 2]},
+           "restrictions": ["a > 0"],
+           "cache": {"1": {"a": 1, "time": 1.0}, "2": {"a": 2, "time": 2.0}}}
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(TargetError, match=r"states its own restrictions, so definition=.*"
+                                          r"nothere\.json would not be read"):
+        ReplayTarget(p, definition=tmp_path / "nothere.json")
+    assert ReplayTarget(p).space.size == 2
+
+
 def _unconstrained(tmp_path, name="k.json"):
     """A brute-forced cache of 3 x 3 x 2 values whose author's constraint (a * b <= 4, unknown
     to the file) left 10 of the 18 combinations out, one of the recorded ones a failure."""

@@ -359,6 +359,9 @@ class ReplayTarget(Target):
         if isinstance(restrictions, str):  # one expression, not a list of its characters
             restrictions = [restrictions]
         t1 = None
+        if restrictions is not None and definition:  # it would be ignored without a word
+            raise TargetError(f"{self.path} states its own restrictions, so definition="
+                              f"{definition} would not be read; leave ?definition= out")
         if restrictions is None:
             t1 = Path(definition) if definition else _find_definition(self.path, self.keys)
         if t1 is not None:
