@@ -200,7 +200,7 @@ def test_numpy_values_of_a_space_are_held_as_python_values():
 
     from tunex.space import Choice, Space
 
-    s = Space([Choice("tile", list(np.arange(1, 4)) + [np.float32(0.5)])])
+    s = Space([Choice("tile", [*np.arange(1, 4), np.float32(0.5)])])
     assert [type(v) for v in s.param("tile").values] == [int, int, int, float]
     assert Config(tile=2) in s
 

@@ -160,7 +160,7 @@ class Workload:
 
     @property
     def key(self) -> str:
-        return self._key  # type: ignore[no-any-return]
+        return self._key  # type: ignore[attr-defined]
 
     @property
     def device(self) -> Any:
