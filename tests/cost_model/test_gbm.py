@@ -104,8 +104,9 @@ def test_row_weights_decide_between_workloads_that_disagree():
 
     for heavy, sign in ((0, 1), (1, -1)):
         w = np.where(g == heavy, 20.0, 1.0)
-        s = GBMRanker(random_state=0).fit(Xg, yg, g, weights=w).predict(X)
-        assert sign * spearmanr(s, -y).statistic > 0.2  # unweighted: about 0
+        rho = [spearmanr(GBMRanker(random_state=seed).fit(Xg, yg, g, weights=w).predict(X),
+                         -y).statistic for seed in range(5)]  # one fit's bagging varies
+        assert sign * np.median(rho) > 0.2  # unweighted: about 0
 
 
 def test_relative_features_give_each_parameter_per_differing_problem_size():
