@@ -189,3 +189,12 @@ class ToyNoDims(ToyAxpy):
 
     def shapes(self, problem: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         return {"x": (64,), "y": (64,)}
+
+
+class ToyEmptyOutput(ToyAxpy):
+    """A user's slip: an output of no elements (every run would pass the check)."""
+
+    name = "toy_empty_output"
+
+    def shapes(self, problem: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        return {"x": (problem["N"],), "y": (0,)}

@@ -126,6 +126,11 @@ def _shapes(kernel: CKernel, problem: Mapping[str, Any]) -> dict[str, tuple[int,
             raise TargetError(f"{kernel.name}: shapes() must give {name} a tuple of sizes "
                               f"(e.g. {{{name!r}: (N,)}}), not {shape!r}")
     out = {n: tuple(int(d) for d in shapes[n]) for n in kernel.buffers}
+    empty = [n for n in kernel.outputs if math.prod(out[n]) == 0]
+    if empty:  # every config would pass the check, whatever it wrote
+        raise TargetError(f"{kernel.name}: shapes() gives output {empty[0]!r} no elements "
+                          f"({out[empty[0]]}) for problem {dict(problem)}: there would be "
+                          "nothing to check a run against")
     need = sum(4 * math.prod(shape) for shape in out.values())  # float32 buffers
     have = _memory()
     if have and need > have // 2:  # the inputs, the outputs, the reference's own copies
