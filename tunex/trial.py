@@ -262,6 +262,9 @@ class Measurement:
             object.__setattr__(self, "status", Status.RUNTIME_ERROR)
             object.__setattr__(self, "error", f"the measurement gave invalid times {bad[:3]} "
                                               "(NaN, infinite or negative)")
+        elif self.status is Status.OK and not self.times_ms:  # stored as ok, counted as failed
+            object.__setattr__(self, "status", Status.RUNTIME_ERROR)
+            object.__setattr__(self, "error", "the measurement is ok but gave no times")
 
     @property
     def ok(self) -> bool:

@@ -631,3 +631,36 @@ def test_a_worker_that_died_while_idle_is_started_again_before_the_next_job():
         assert m.ok, (m.status, m.error)
     finally:
         ex.close()
+
+
+class Forgetful(SlowTarget):
+    """A target that forgot its `return`: measure() gives None when b == 5, build() when a == 5."""
+
+    def build(self, workload, config):
+        return None if config["a"] == 5 else super().build(workload, config)
+
+    def measure(self, artifact):
+        return None if artifact.config["b"] == 5 else super().measure(artifact)
+
+
+@pytest.mark.parametrize("where", ["inline", "workers"])
+@pytest.mark.parametrize("config, says", [
+    (Config(a=0, b=5), r"Forgetful\.measure\(\) returned NoneType, not a tunex Measurement"),
+    (Config(a=5, b=0), r"Forgetful\.build\(\) returned NoneType, not a tunex Artifact"),
+])
+def test_a_target_returning_the_wrong_type_stops_the_search_with_why(where, config, says):
+    """measure() returning None killed the measuring thread and the search waited forever
+    (with workers), or ended in an AttributeError from tunex's internals (inline)."""
+    t = Forgetful()
+    ex = (InlineExecutor(t) if where == "inline" else
+          LocalExecutor(t, LocalOptions(build_workers=1, build_timeout=10, measure_timeout=10)))
+    with ex:
+        with pytest.raises(TargetError, match=says):
+            ex.submit(W, config).result(timeout=60)
+        assert ex.submit(W, Config(a=0, b=0)).result(timeout=60).ok  # and it goes on
+
+
+def test_an_ok_measurement_without_times_is_a_failure():
+    """It was stored as `ok`, yet counted as a failure by the search's summary."""
+    m = Measurement(Config(a=0), Status.OK, ())
+    assert m.status is Status.RUNTIME_ERROR and m.error == "the measurement is ok but gave no times"

@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from tunex.errors import TargetError
-from tunex.targets._base import Target
+from tunex.targets._base import Target, built, measured
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 __all__ = ["Activity", "BuildEvents", "Executor", "HangDeadline", "failed_build", "failure_status",
@@ -217,13 +217,13 @@ def run_trial(target: Target, workload: Workload, config: Config, worker: str, *
     try:
         if phase is not None:
             phase("build")
-        artifact = target.build(workload, config)
+        artifact = built(target, workload, config)
         if not artifact.ok:
             m = failed_build(artifact, worker)
         else:
             if phase is not None:
                 phase("measure")
-            m = target.measure(artifact)
+            m = measured(target, artifact)
     except TargetError:
         raise
     except Exception as e:  # a target that raises on a bad config: still a failed trial

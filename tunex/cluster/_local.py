@@ -36,7 +36,7 @@ from tunex.cluster._base import (
     run_trial,
 )
 from tunex.errors import ClusterError, TargetError
-from tunex.targets._base import DEVICE_LOST, Target
+from tunex.targets._base import DEVICE_LOST, Target, built, measured
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 log = logging.getLogger(__name__)
@@ -206,13 +206,13 @@ def _serve(conn: Connection, env: dict[str, str] | None = None) -> None:
                         builders.pop(next(iter(builders)))
                     builders[key] = builder
                 t0 = time.perf_counter()
-                art = builders[key].build(workload, config)
+                art = built(builders[key], workload, config)
                 if art.compile_ms is None:
                     art = dataclasses.replace(art, compile_ms=(time.perf_counter() - t0) * 1e3)
                 reply = ("ok", art)
             else:
                 assert target is not None
-                reply = ("ok", target.measure(payload))
+                reply = ("ok", measured(target, payload))
         except TargetError as e:
             reply = ("fatal", e)
         except Exception as e:
@@ -634,33 +634,42 @@ class LocalExecutor(Executor):
             art, fut, start = item
             if not fut.set_running_or_notify_cancel():  # cancelled while queued (counted)
                 continue
-            with self._count_lock:
-                self._waiting -= 1
-                self._busy[device.name] += 1
-            device.revive()
-            t0 = time.perf_counter()
-            deadline = functools.partial(self._deadline.seconds, art.workload)
             try:
-                kind, value = device.call("measure", art, deadline)
-            finally:
-                with self._count_lock:
-                    self._busy[device.name] -= 1
-            if kind == "ok" and value.facts.get(DEVICE_LOST):
-                device.restart()  # the device can measure no more in that process
-            if kind == "ok" and value.ok:
-                self._deadline.record(time.perf_counter() - t0, art.workload)
-            if kind == "ok":
-                m = value.replace(worker=value.worker or device.name, started_at=start,
-                                  compile_ms=value.compile_ms if value.compile_ms is not None
-                                  else art.compile_ms)
-                fut.set_result(m)
-            elif kind == "fatal":
-                fut.set_exception(value)
-            else:
-                status = failure_status(kind, Status.RUNTIME_ERROR)
-                error = value or self._deadline.describe(deadline())
-                fut.set_result(Measurement.failed(art.config, status, error, worker=device.name,
-                                                  compile_ms=art.compile_ms, started_at=start))
+                self._measure_one(device, art, fut, start)
+            except Exception as e:  # never a dead thread and a search waiting for it forever
+                if not fut.done():
+                    fut.set_exception(TargetError(f"measuring {art.config} failed in tunex: "
+                                                  f"{type(e).__name__}: {e}"))
+
+    def _measure_one(self, device: _Worker, art: Artifact, fut: Future[Measurement],
+                     start: float) -> None:
+        with self._count_lock:
+            self._waiting -= 1
+            self._busy[device.name] += 1
+        device.revive()
+        t0 = time.perf_counter()
+        deadline = functools.partial(self._deadline.seconds, art.workload)
+        try:
+            kind, value = device.call("measure", art, deadline)
+        finally:
+            with self._count_lock:
+                self._busy[device.name] -= 1
+        if kind == "ok" and value.facts.get(DEVICE_LOST):
+            device.restart()  # the device can measure no more in that process
+        if kind == "ok" and value.ok:
+            self._deadline.record(time.perf_counter() - t0, art.workload)
+        if kind == "ok":
+            m = value.replace(worker=value.worker or device.name, started_at=start,
+                              compile_ms=value.compile_ms if value.compile_ms is not None
+                              else art.compile_ms)
+            fut.set_result(m)
+        elif kind == "fatal":
+            fut.set_exception(value)
+        else:
+            status = failure_status(kind, Status.RUNTIME_ERROR)
+            error = value or self._deadline.describe(deadline())
+            fut.set_result(Measurement.failed(art.config, status, error, worker=device.name,
+                                              compile_ms=art.compile_ms, started_at=start))
 
     def close(self) -> None:
         self._pool.close()
@@ -717,7 +726,7 @@ class CallerExecutor(Executor):
             build = Future()
             self._phase = "build"
             try:
-                build.set_result(self.target.build(workload, config))
+                build.set_result(built(self.target, workload, config))
             except TargetError as e:
                 build.set_exception(e)
             finally:
@@ -770,7 +779,7 @@ class CallerExecutor(Executor):
             return
         self._phase = "measure"
         try:
-            m = self.target.measure(art)
+            m = measured(self.target, art)
         except TargetError as e:
             fut.set_exception(e)
             return

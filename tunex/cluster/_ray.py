@@ -34,7 +34,7 @@ from tunex.cluster._base import (
 )
 from tunex.cluster._devices import Device
 from tunex.errors import ClusterError, TargetError
-from tunex.targets._base import DEVICE_LOST, Target
+from tunex.targets._base import DEVICE_LOST, Target, built, measured
 from tunex.trial import Artifact, Config, Measurement, Status, Workload
 
 __all__ = ["RayExecutor", "RayOptions"]
@@ -84,7 +84,7 @@ class RayOptions:
 
 def _build(target: Target, workload: Workload, config: Config) -> Artifact:
     t0 = time.perf_counter()
-    art = target.build(workload, config)
+    art = built(target, workload, config)
     if art.compile_ms is None:
         art = dataclasses.replace(art, compile_ms=(time.perf_counter() - t0) * 1e3)
     return art
@@ -121,7 +121,7 @@ class _Measurer:
         return self.node, self.node_id
 
     def measure(self, artifact: Artifact) -> Measurement:
-        m = self.target.measure(artifact)
+        m = measured(self.target, artifact)
         facts = {**m.facts, "node": self.node, "node_id": self.node_id,
                  "device": self.device.name, "pid": os.getpid()}
         return m.replace(worker=f"{self.node}/{self.device.name}", facts=facts)

@@ -10,7 +10,7 @@ from tunex.errors import TargetError
 from tunex.space import Space
 from tunex.trial import Artifact, Config, Measurement, Workload
 
-__all__ = ["DEVICE_LOST", "Target"]
+__all__ = ["DEVICE_LOST", "Target", "built", "measured"]
 
 #: The fact a measurement carries (``facts[DEVICE_LOST] = True``, status ``worker_lost``) when
 #: the device can measure no more in this process (a dead CUDA context): executors then replace
@@ -88,3 +88,33 @@ class Target(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def built(target: Target, workload: Workload, config: Config) -> Artifact:
+    """``target.build(workload, config)``, the one way executors call it.
+
+    Raises:
+        TargetError: it returned something other than an :class:`~tunex.trial.Artifact` (a
+            bug of the target that every trial would meet: the search stops and says so).
+    """
+    art = target.build(workload, config)
+    if not isinstance(art, Artifact):
+        raise TargetError(f"{type(target).__name__}.build() returned {type(art).__name__}, "
+                          "not a tunex Artifact: fix the target (a config that cannot be "
+                          "built is an Artifact with a failed status)")
+    return art
+
+
+def measured(target: Target, artifact: Artifact) -> Measurement:
+    """``target.measure(artifact)``, the one way executors call it.
+
+    Raises:
+        TargetError: it returned something other than a :class:`~tunex.trial.Measurement`
+            (without this a measuring thread died on it and the search waited forever).
+    """
+    m = target.measure(artifact)
+    if not isinstance(m, Measurement):
+        raise TargetError(f"{type(target).__name__}.measure() returned {type(m).__name__}, "
+                          "not a tunex Measurement: fix the target (a failed run is "
+                          "Measurement.failed(config, status, error))")
+    return m
