@@ -473,6 +473,17 @@ def test_signing_keys_are_never_overwritten_and_bad_keys_are_named(tmp_path, key
     publisher, _ = keys
     with pytest.raises(PackError, match="never overwrites"):
         generate_key(publisher)
+    # nor a trusted public key beside the path given, nor a file a link there points to
+    vendor = tmp_path / "vendor.key.pub"
+    vendor.write_text("ed25519 theirs\n")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / "mine.key.pub").symlink_to(victim)
+    for path in (tmp_path / "vendor.key", tmp_path / "mine.key"):
+        with pytest.raises(PackError, match=r"\.pub exists: tunex never overwrites a key"):
+            generate_key(path)
+        assert not path.exists()
+    assert vendor.read_text() == "ed25519 theirs\n" and victim.read_text() == "keep me\n"
     bad = tmp_path / "bad.pub"
     bad.write_text("ssh-rsa AAAA\n")
     with pytest.raises(PackError, match="malformed"):

@@ -633,16 +633,21 @@ def generate_key(path: str | os.PathLike[str]) -> str:
     raw = key.public_key().public_bytes(serialization.Encoding.Raw,
                                         serialization.PublicFormat.Raw)
     target = Path(os.fspath(path))
+    public = Path(f"{target}.pub")
+    for existing in (target, public):  # neither a key nor a trusted .pub beside it is replaced
+        if os.path.lexists(existing):
+            raise PackError(f"{existing} exists: tunex never overwrites a key; pick another "
+                            "path")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(os.open(target, flags, 0o600), "wb") as f:
             f.write(private)
-        Path(f"{target}.pub").write_text(
-            f"ed25519 {base64.b64encode(raw).decode()} tunex-pack-key-{_key_id(raw)}\n")
-    except FileExistsError:
-        raise PackError(f"{target} exists: tunex never overwrites a signing key; pick another "
-                        "path") from None
+        with os.fdopen(os.open(public, flags, 0o644), "w") as g:
+            g.write(f"ed25519 {base64.b64encode(raw).decode()} tunex-pack-key-{_key_id(raw)}\n")
+    except FileExistsError:  # created meanwhile
+        raise PackError(f"{target} or its .pub exists: tunex never overwrites a key; pick "
+                        "another path") from None
     except OSError as exc:
         raise PackError(f"cannot write signing key {target} ({exc})") from exc
     return _key_id(raw)
