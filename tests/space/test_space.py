@@ -372,3 +372,15 @@ def test_a_parameter_named_like_a_constraint_function_is_read_as_the_parameter()
     assert sorted((c["max"], c["a"]) for c in s) == [(m, a) for m in (2, 3) for a in (2, 3, 4)]
     with pytest.raises(SpaceError, match="uses 'max' both as a parameter and as a function"):
         Space([Choice("max", [1, 2])], ["max(max, 1) > 1"])
+
+
+def test_a_value_outside_a_large_domain_is_named_in_a_short_message():
+    """One bad value of a permutation of 8 items printed all 40,320 of them (1.7 MB)."""
+    from tunex.errors import SpaceError
+    from tunex.space import Int, Permutation
+
+    for space, value in ((Space([Int("x", 1, 10**6)]), {"x": 0}),
+                         (Space([Permutation("o", list("abcdefgh"))]), {"o": ("z",)})):
+        with pytest.raises(SpaceError, match="is not a value of") as info:
+            space.neighbours(value)
+        assert len(str(info.value)) < 500 and "more ..." in str(info.value)

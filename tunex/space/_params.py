@@ -15,6 +15,16 @@ from tunex.trial import canonical_json
 __all__ = ["Bool", "Choice", "Int", "Param", "Permutation", "Pow2"]
 
 
+def _shown(values: Sequence[Any], most: int = 12) -> str:
+    """A domain as a message shows it: every value of a short one, the ends of a long one (a
+    permutation of 8 items has 40,320; printing them made messages of megabytes)."""
+    if len(values) <= most:
+        return repr(tuple(values))
+    head = ", ".join(map(repr, values[:most // 2]))
+    tail = ", ".join(map(repr, values[-2:]))
+    return f"({head}, ... {len(values) - most // 2 - 2:,} more ..., {tail})"
+
+
 def _plain(name: str, value: Any) -> Any:
     """``value`` as a config can hold it (stored as JSON, encoded as numbers for the cost
     model): None, a bool, an integer within 64 bits, a finite float, a string, or a tuple of
@@ -60,9 +70,9 @@ class Param:
             distinct = len(set(vals))
         except TypeError:
             raise SpaceError(f"parameter {name!r} has a value that cannot be a config value "
-                             f"({vals!r}): use numbers, strings, bools or tuples") from None
+                             f"({_shown(vals)}): use numbers, strings, bools or tuples") from None
         if distinct != len(vals):
-            raise SpaceError(f"parameter {name!r} lists a value twice: {vals!r}")
+            raise SpaceError(f"parameter {name!r} lists a value twice: {_shown(vals)}")
         if any(isinstance(v, float) and math.isnan(v) for v in vals):
             raise SpaceError(f"parameter {name!r} has a NaN value: NaN equals nothing, not even "
                              "itself, so a config holding it is never found again; use a string "
@@ -71,7 +81,7 @@ class Param:
         self.values = vals
         self._index = {v: i for i, v in enumerate(vals)}
         if default is not None and default not in self._index:
-            raise SpaceError(f"default {default!r} of {name!r} is not one of {vals!r}")
+            raise SpaceError(f"default {default!r} of {name!r} is not one of {_shown(vals)}")
         self.default = vals[0] if default is None else default
 
     @property
@@ -97,7 +107,7 @@ class Param:
     def index(self, value: Any) -> int:
         i = self._find(value)
         if i is None:
-            raise SpaceError(f"{value!r} is not a value of {self.name!r} {self.values!r}")
+            raise SpaceError(f"{value!r} is not a value of {self.name!r} {_shown(self.values)}")
         return i
 
     def __contains__(self, value: object) -> bool:
