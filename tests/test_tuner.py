@@ -619,3 +619,26 @@ def test_configs_a_concurrent_search_claimed_and_left_are_measured_here(tmp_path
                     budget="60s,100trials", on_trial=stop_other).run()
         assert res.stopped == "strategy exhausted"
         assert sorted(m.config["a"] for m in db.measurements(wl)) == list(range(6))
+
+
+def test_a_trial_budget_is_spent_whole_when_no_trial_succeeds():
+    """One trial of the budget is kept to re-measure the leaders; with no trial ok there is
+    none, and the search stopped at 9 of 10 saying "trial budget"."""
+
+    class AlwaysFails(Target):
+        name = "fails"
+
+        def fingerprint(self):
+            return {"device": "toy"}
+
+        def build(self, workload, config):
+            return Artifact(workload, config)
+
+        def measure(self, artifact):
+            return Measurement.failed(artifact.config, Status.RUNTIME_ERROR, "boom")
+
+    w = Workload("toy", "", {"N": 1}, {"device": "toy"})
+    with Database(":memory:") as db:
+        r = Tuner(AlwaysFails(), Space([Int("B", 1, 64)]), workload=w, db=db,
+                  budget="10trials", strategy="random", seed=1).run()
+        assert (r.stopped, r.trials, db.count(w)) == ("trial budget", 10, 10)

@@ -358,6 +358,11 @@ class Tuner:
                             if c.key in got.granted:
                                 elsewhere.discard(c)
                                 running[self.executor.submit(self.workload, c)] = c
+                if reserve and limit is not None and best == math.inf and (
+                        full or used >= limit):
+                    # no trial succeeded: nothing to re-measure, the trials kept for it go to
+                    # the search (it stopped one short of its budget)
+                    limit, reserve, full = total, 0, False
                 room = math.inf if limit is None else (0 if full else limit - used)
                 # a trial built and waiting for a device holds no build worker: start the
                 # next build meanwhile (at most a second batch of them waiting)
