@@ -642,3 +642,46 @@ def test_a_trial_budget_is_spent_whole_when_no_trial_succeeds():
         r = Tuner(AlwaysFails(), Space([Int("B", 1, 64)]), workload=w, db=db,
                   budget="10trials", strategy="random", seed=1).run()
         assert (r.stopped, r.trials, db.count(w)) == ("trial budget", 10, 10)
+
+
+def test_a_config_whose_worker_was_lost_is_measured_again_once_when_the_search_resumes(
+        tmp_path):
+    """A service gone or a board rebooting left its configs recorded as worker_lost, and a
+    resumed search never measured them again (the claims counted them as measured)."""
+
+    class Flaky(Target):
+        name = "flaky"
+        noisy = False
+
+        def __init__(self, lose):
+            self.lose = lose
+
+        def fingerprint(self):
+            return {"device": "toy"}
+
+        def build(self, workload, config):
+            return Artifact(workload, config)
+
+        def measure(self, artifact):
+            c = artifact.config
+            if c["B"] in self.lose:
+                return Measurement.failed(c, Status.WORKER_LOST, "the service went away")
+            return Measurement(c, Status.OK, (float(c["B"]),))
+
+    space = Space([Int("B", 1, 6)])
+    w = Workload("toy", "", {"N": 1}, {"device": "toy"})
+    with Database(str(tmp_path / "r.db")) as db:
+        Tuner(Flaky({1, 2}), space, workload=w, db=db, budget="6trials",
+              strategy="exhaustive").run()
+        # run again with a larger budget: 1 and 2 once more; 2 is lost again
+        r = Tuner(Flaky({2}), space, workload=w, db=db, budget="8trials",
+                  strategy="exhaustive").run()
+        statuses = Counter((m.config["B"], m.status.value) for m in db.measurements(w))
+        assert statuses == Counter({(1, "worker_lost"): 1, (1, "ok"): 1,
+                                    (2, "worker_lost"): 2, (3, "ok"): 1, (4, "ok"): 1,
+                                    (5, "ok"): 1, (6, "ok"): 1})
+        assert r.best.config["B"] == 1
+        # lost twice: measured, not tried again
+        r = Tuner(Flaky(set()), space, workload=w, db=db, budget="20trials",
+                  strategy="exhaustive").run()
+        assert db.count(w) == 8 and r.stopped == "strategy exhausted"

@@ -132,6 +132,20 @@ class Decision:
     decided_at: float = 0.0
 
 
+
+def _measured(rows: Iterable[Any]) -> set[str]:
+    """The config keys of ``(config_key, status)`` rows that count as measured: a trial of any
+    status but ``worker_lost``, or two lost ones. A worker (a service, a board) lost while it
+    measured says nothing of the config: a search run again measures it once more."""
+    lost: dict[str, int] = {}
+    out: set[str] = set()
+    for key, status in rows:
+        if status == Status.WORKER_LOST.value:
+            lost[key] = lost.get(key, 0) + 1
+        else:
+            out.add(key)
+    return out | {k for k, n in lost.items() if n >= 2}
+
 class Records(Store):
     """Writing and reading trials (see :class:`Database`)."""
 
@@ -278,8 +292,9 @@ class Records(Store):
             recorded = int(conn.execute(sa.select(sa.func.count()).select_from(S.trials)
                                         .where(t.workload_id == wid)).scalar_one())
             wanted = list(dict.fromkeys(keys))
-            done = {r[0] for r in conn.execute(
-                sa.select(t.config_key).where(t.workload_id == wid, t.config_key.in_(wanted)))}
+            done = _measured(conn.execute(
+                sa.select(t.config_key, t.status).where(t.workload_id == wid,
+                                                        t.config_key.in_(wanted))))
             used = recorded + len(live)
             granted: list[str] = []
             measured: list[str] = []
