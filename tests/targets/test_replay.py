@@ -421,3 +421,16 @@ def test_a_t4_export_replays_and_imports_as_the_search_that_wrote_it(tmp_path, c
     copy = tmp_path / "b.db"
     assert main(["db", "import", str(out), "--db", str(copy)]) == 0
     assert "imported 25 trials" in capsys.readouterr().err
+
+
+def test_a_replay_target_pickles_with_its_constraints(tmp_path):
+    """`tunex serve --target replay:PATH` sends the target to its worker processes; a space with
+    an expression constraint or the recorded-points rule failed there with a PicklingError."""
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    p, _ = _unconstrained(tmp_path)  # the recorded-points constraints
+    for target in (ReplayTarget(p), ReplayTarget(recorded("convolution/A100.json.gz"))):
+        back = pickle.loads(bytes(ForkingPickler.dumps(target)))
+        assert back.space.size == target.space.size
+        assert set(back.space) == set(target.space)

@@ -170,6 +170,11 @@ class Constraint:
         if not self.names:
             raise SpaceError(f"constraint {self.description!r} reads no parameter")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from its rule (an expression is compiled again): what it compiled to is a
+        # function no pickle can name, and a space travels to worker processes
+        return (Constraint, (self.rule, tuple(self.names), self.description))
+
     @staticmethod
     def _parse(text: str) -> ast.Expression:
         try:

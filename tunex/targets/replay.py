@@ -26,7 +26,7 @@ import hashlib
 import io
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -204,9 +204,15 @@ def load_recorded(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def _member(seen: frozenset[tuple[Any, ...]], names: tuple[str, ...]) -> Callable[..., bool]:
-    """A constraint's rule: the values of ``names`` are one of the tuples ``seen``."""
-    return lambda **values: tuple(values[n] for n in names) in seen
+class _Member:
+    """A constraint's rule: the values of ``names`` are one of the tuples ``seen`` (a class,
+    so that the space can be pickled to a service's worker processes)."""
+
+    def __init__(self, seen: frozenset[tuple[Any, ...]], names: tuple[str, ...]) -> None:
+        self.seen, self.names = seen, names
+
+    def __call__(self, **values: Any) -> bool:
+        return tuple(values[n] for n in self.names) in self.seen
 
 
 def _find_definition(path: Path, keys: list[str]) -> Path | None:
@@ -424,7 +430,7 @@ class ReplayTarget(Target):
             combos *= len(domains[names[k - 1]])
             if len(seen) == combos:  # every combination recorded: nothing to prune here
                 continue
-            out.append(Constraint(_member(seen, head), names=head, description=(
+            out.append(Constraint(_Member(seen, head), names=head, description=(
                 f"({', '.join(head)}) recorded together" if k < len(names) else "recorded")))
         return out
 
