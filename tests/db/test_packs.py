@@ -167,6 +167,14 @@ def test_import_round_trip_and_idempotent(pack_path: Path, tmp_path: Path) -> No
         assert dst.count(wl(1024)) == 1
 
 
+def test_a_pack_imported_where_it_came_from_adds_nothing(db: Database, pack_path: Path) -> None:
+    """Each workload gained a second trial of its best config (21 trials of 20 configs), and a
+    trial budget resumed there ran one trial fewer."""
+    before = {w: db.count(w) for w in db.workloads()}
+    assert import_pack(db, pack_path) == 0
+    assert {w: db.count(w) for w in db.workloads()} == before
+
+
 def test_a_refused_pack_import_names_the_pack(pack_path: Path, tmp_path: Path) -> None:
     # it named "<file>: record 1", the in-memory document the pack's entries went through
     from tunex.errors import DatabaseError

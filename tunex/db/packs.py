@@ -874,13 +874,17 @@ def import_pack(db: Any, path: str | os.PathLike[str],
     All or nothing: the pack is verified whole first (see :func:`load_pack`), then written in
     one transaction. Each entry becomes an ok trial of its workload with strategy
     ``"pack:NAME-VERSION"`` whose median and spread are the entry's; importing the same pack
-    twice adds nothing the second time.
+    twice adds nothing the second time, nor does an entry whose config its workload has
+    measured already (a pack imported into the database it came from: a config is measured
+    once per workload).
     """
     pack = load_pack(path, kernel_hashes, trusted=trusted)
     label = pack.label
     records = []
     for e in pack.entries:
         m = e.measurement(label)
+        if any(t.ok and t.config == m.config for t in db.measurements(e.workload)):
+            continue
         records.append({
             "workload_spec": e.workload.to_dict(), "config": m.config.to_dict(),
             "status": m.status.value, "times_ms": list(m.times_ms), "facts": dict(m.facts),
