@@ -302,10 +302,25 @@ def test_env_mode_overrides_decorator(db_path: Path, monkeypatch) -> None:
     k, _ = make_add(db_path, mode="never")
     call_add(k, 100)
     assert k.tunings == 1 and k.last.mode == "on_miss"
+    monkeypatch.setenv("TUNEX_MODE", " Pinned ")  # as a shell may leave it
+    k3, _ = make_add(db_path, mode="on_miss")
+    call_add(k3, 300)
+    assert k3.tunings == 0 and k3.last.mode == "pinned"
+
+
+def test_an_env_mode_that_names_no_mode_is_warned_about_not_raised(db_path: Path, monkeypatch,
+                                                                   caplog) -> None:
+    """A typo in TUNEX_MODE made every launch of every decorated kernel raise; an environment
+    setting never makes a launch raise (as a bad TUNEX_PACKS): the decorator's mode stands."""
     monkeypatch.setenv("TUNEX_MODE", "bogus")
     k2, _ = make_add(db_path)
-    with pytest.raises(ConfigError, match="TUNEX_MODE"):
+    with caplog.at_level(logging.WARNING, "tunex.autotune"):
         call_add(k2, 100)
+        call_add(k2, 200)
+    assert k2.last.mode == "never" and k2.tunings == 0
+    assert caplog.text.count("TUNEX_MODE='bogus' is not a mode") == 1
+    with pytest.raises(ConfigError, match="unknown autotune mode 'sometimes'"):
+        call_add(make_add(db_path, mode="sometimes")[0], 100)
 
 
 def test_pinned_mode_never_tunes(db_path: Path, caplog) -> None:

@@ -228,13 +228,24 @@ def open_db(spec: Any, *, create: bool) -> Database | None:
         return db
 
 
+_bad_env_modes: set[str] = set()  # TUNEX_MODE values warned about once
+
+
 def resolve_mode(mode: str) -> str:
-    """``TUNEX_MODE`` when set (it overrides the decorator's mode), else ``mode``."""
-    chosen = os.environ.get("TUNEX_MODE") or mode
-    if chosen not in MODES:
-        where = "TUNEX_MODE" if os.environ.get("TUNEX_MODE") else "mode"
-        raise ConfigError(f"unknown autotune {where} {chosen!r}: use one of {', '.join(MODES)}")
-    return chosen
+    """``TUNEX_MODE`` when set (it overrides the decorator's mode; case and spaces aside),
+    else ``mode``. A ``TUNEX_MODE`` that names no mode is warned about once and ``mode``
+    kept: an environment setting never makes a launch raise."""
+    env = os.environ.get("TUNEX_MODE", "")
+    wanted = env.strip().lower()
+    if wanted in MODES:
+        return wanted
+    if env.strip() and env not in _bad_env_modes:
+        _bad_env_modes.add(env)
+        log.warning("TUNEX_MODE=%r is not a mode (use one of %s): the decorator's own mode "
+                    "%r stands", env, ", ".join(MODES), mode)
+    if mode not in MODES:
+        raise ConfigError(f"unknown autotune mode {mode!r}: use one of {', '.join(MODES)}")
+    return mode
 
 
 def db_error(exc: DatabaseError) -> None:
