@@ -262,6 +262,9 @@ def test_report_errors_are_one_line(tmp_path: Path, capsys) -> None:
     assert main(["report", "--db", str(tmp_path / "few.db"), "-o", str(out)]) == 0
     text = out.read_text()  # one trial: the plots that need more say why they are missing
     assert "Not shown: the configs of this workload vary in no parameter." in text
+    # and no convergence plot of one point (a page of thousands of them took minutes)
+    assert "Not shown: fewer than 3 trials: nothing to follow over a search yet" in text
+    assert "<svg" not in text
 
 
 def test_convergence_by_wall_time_follows_when_trials_ended(tmp_path: Path) -> None:

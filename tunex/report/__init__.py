@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime
 import html
 import json
+import logging
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -38,6 +39,9 @@ from tunex.report._analysis import WorkloadReport, analyse, config_text, fmt_val
 from tunex.trial import Workload
 
 __all__ = ["render_report", "write_report"]
+
+
+_MANY = 50  # workloads past which a report says it will take a while
 
 
 def render_report(db: Database, workload: str | Workload | None = None, *,
@@ -64,6 +68,10 @@ def render_report(db: Database, workload: str | Workload | None = None, *,
 
     require_kernel(db, kernel)
     workloads = find_workloads(db, workload, kernel=kernel)
+    if len(workloads) > _MANY:  # each takes a fraction of a second: say what is coming
+        logging.getLogger("tunex.report").warning(
+            "drawing the report of %d workloads (up to a second each); --kernel NAME or "
+            "--workload ID draws fewer", len(workloads))
     replays = [ReplayTarget(os.fspath(p)) for p in spaces]
     reports = [analyse(db, w, optimum_of(replays, w), seed=seed) for w in workloads]
     sections = [_section(r, render(r)) for r in reports]

@@ -232,8 +232,14 @@ def quality(r: WorkloadReport) -> str:
     return _svg(fig)
 
 
+def _enough(r: WorkloadReport) -> str | None:
+    if len(r.trials) < 3:  # a decorator's database may hold thousands: no plot to draw
+        return "fewer than 3 trials: nothing to follow over a search yet (the table says all)"
+    return None
+
+
 def _have_ok(r: WorkloadReport) -> str | None:
-    return None if r.ok else "no successful trial yet"
+    return _enough(r) or (None if r.ok else "no successful trial yet")
 
 
 #: (key, title, caption, plot, why it may be missing) for each figure, in page order.
@@ -248,7 +254,7 @@ FIGURES: list[tuple[str, str, str, Any, Any]] = [
      convergence_time, _have_ok),
     ("over-search", "Every trial over the search",
      "Median time of each successful trial by trial number; failed trials are crosses along "
-     "the top, coloured by kind.", over_search, lambda r: None if r.trials else "no trial"),
+     "the top, coloured by kind.", over_search, _enough),
     ("runtime-hist", "Distribution of runtimes",
      "Median times of the successful trials, with the chosen config.", runtime_hist, _have_ok),
     ("failures", "Failures by kind over the search",
