@@ -1098,6 +1098,27 @@ def test_a_kernels_second_shape_learns_from_related_kernels_too(db_path: Path) -
         tunex.autotune(space=space, key=["n"], prior="yes")
 
 
+def test_the_decorators_tuning_takes_the_prior_unless_told_not_to(db_path: Path,
+                                                                   monkeypatch) -> None:
+    """On by default since it was measured on the GPU (RESULTS, "the prior in the
+    decorator"); on a device the prior has no trials of, it reads nothing (tests/db)."""
+    import tunex.tuner
+
+    seen = []
+    real = tunex.tuner.Tuner.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("prior"))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(tunex.tuner.Tuner, "__init__", spy)
+    for name, extra in (("add_p1", {}), ("add_p0", {"prior": False})):
+        k, _ = make_add(db_path, mode="on_miss", name=name, **extra)
+        call_add(k, 100)
+        assert k.last.source == "tuned"
+    assert seen == [True, False]
+
+
 def test_patience_stops_a_search_that_no_longer_gains(db_path: Path) -> None:
     space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
     flat = lambda call, config: [1.0]  # noqa: E731 - every config alike
