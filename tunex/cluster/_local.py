@@ -327,7 +327,7 @@ class _Worker:
                 code = self.proc.exitcode
                 up = self.up
                 self.restart()
-                if up:
+                if up or self.closed:  # closed while its "up" was unread: lost, not a start
                     return ("lost", f"worker process died (exit code {code})")
                 log.warning("worker %s died as it started (exit code %s); starting it again",
                             self.name, code)
