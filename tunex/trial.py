@@ -16,11 +16,12 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["Artifact", "Config", "Measurement", "Status", "Workload", "canonical_json", "flatten"]
+__all__ = ["Artifact", "Config", "Measurement", "Status", "Workload", "canonical_json", "flatten",
+           "settled"]
 
 
 def _jsonable(value: Any) -> Any:
@@ -204,6 +205,21 @@ class Status(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+def settled(trials: Iterable[tuple[Any, str]]) -> set[Any]:
+    """Of ``(config or its key, status)`` pairs, the configs that count as measured: those with
+    a trial of any status but ``worker_lost``, or two lost ones. A worker (a service, a board)
+    lost while it measured says nothing of the config, so a search run again measures it once
+    more; the Tuner's resume and the database's claims both go by this."""
+    lost: dict[Any, int] = {}
+    out: set[Any] = set()
+    for key, status in trials:
+        if status == Status.WORKER_LOST:
+            lost[key] = lost.get(key, 0) + 1
+        else:
+            out.add(key)
+    return out | {k for k, n in lost.items() if n >= 2}
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from tunex.errors import BudgetError, ConfigError, TunexError
 from tunex.search import DEFAULT_STRATEGY, SearchStrategy, get_strategy
 from tunex.space import Space
 from tunex.targets._base import Target
-from tunex.trial import Config, Measurement, Status, Workload
+from tunex.trial import Config, Measurement, Workload, settled
 
 __all__ = ["Budget", "TuneResult", "Tuner"]
 
@@ -249,10 +249,8 @@ class Tuner:
         resumed = [m for m in recorded if m.config in self.space]
         # a config whose one trial lost its worker (a service gone, a board rebooting) is
         # measured again, once: it is neither resumed nor told (the database's claims agree)
-        lost = collections.Counter(m.config for m in resumed if m.status is Status.WORKER_LOST)
-        kept = {m.config for m in resumed if m.status is not Status.WORKER_LOST}
-        retry = {c for c, n in lost.items() if n == 1 and c not in kept}
-        resumed = [m for m in resumed if m.config not in retry]
+        measured = settled((m.config, m.status) for m in resumed)
+        resumed = [m for m in resumed if m.config in measured]
         # trials of an earlier version of the space (a parameter added, a range changed): not
         # resumed, but a model that learns from other workloads learns from them too
         older = [m for m in recorded if m.config not in self.space]

@@ -19,7 +19,7 @@ from tunex.db import _schema as S
 from tunex.db._engine import Store, _first_line
 from tunex.errors import DatabaseError, SpaceError
 from tunex.space import Space
-from tunex.trial import Config, Measurement, Status, Workload
+from tunex.trial import Config, Measurement, Status, Workload, settled
 
 __all__ = ["CLAIM_LEASE_S", "DECISION_SOURCES", "Claims", "Decision", "Records", "Trial",
            "claim_owner"]
@@ -131,20 +131,6 @@ class Decision:
     pid: int | None = None
     decided_at: float = 0.0
 
-
-
-def _measured(rows: Iterable[Any]) -> set[str]:
-    """The config keys of ``(config_key, status)`` rows that count as measured: a trial of any
-    status but ``worker_lost``, or two lost ones. A worker (a service, a board) lost while it
-    measured says nothing of the config: a search run again measures it once more."""
-    lost: dict[str, int] = {}
-    out: set[str] = set()
-    for key, status in rows:
-        if status == Status.WORKER_LOST.value:
-            lost[key] = lost.get(key, 0) + 1
-        else:
-            out.add(key)
-    return out | {k for k, n in lost.items() if n >= 2}
 
 class Records(Store):
     """Writing and reading trials (see :class:`Database`)."""
@@ -292,7 +278,7 @@ class Records(Store):
             recorded = int(conn.execute(sa.select(sa.func.count()).select_from(S.trials)
                                         .where(t.workload_id == wid)).scalar_one())
             wanted = list(dict.fromkeys(keys))
-            done = _measured(conn.execute(
+            done = settled(conn.execute(
                 sa.select(t.config_key, t.status).where(t.workload_id == wid,
                                                         t.config_key.in_(wanted))))
             used = recorded + len(live)

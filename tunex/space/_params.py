@@ -29,7 +29,7 @@ def _plain(name: str, value: Any) -> Any:
     """``value`` as a config can hold it (stored as JSON, encoded as numbers for the cost
     model): None, a bool, an integer within 64 bits, a finite float, a string, or a tuple of
     these; a numpy scalar becomes its Python value."""
-    if hasattr(value, "item") and callable(value.item) and not isinstance(value, tuple):
+    if hasattr(value, "item") and callable(value.item):
         with contextlib.suppress(TypeError, ValueError):
             value = value.item()
     if isinstance(value, tuple):
