@@ -411,6 +411,49 @@ def test_first_configs_are_measured_before_the_strategy_proposes(tmp_path):
         assert res.new_trials == 4
 
 
+def test_first_configs_build_while_the_warm_start_runs(tmp_path):
+    """The given configs need no strategy: the first batch of them is submitted (the workers
+    start, the default config compiles) before the other workloads are read and fitted, and
+    an error of the warm start ends their trials and claims with it."""
+    from tunex.cluster import CallerExecutor
+    from tunex.search._model import ModelSearch
+
+    src = ReplayTarget(recorded("convolution/A4000.json.gz"))
+    dst = ReplayTarget(recorded("convolution/A100.json.gz"))
+    first = [dst.space.at(7), dst.space.at(3)]
+    ex = CallerExecutor(dst)
+    submitted: list[Config] = []
+    submit = ex.submit
+    ex.submit = lambda w, c: submitted.append(c) or submit(w, c)  # type: ignore[method-assign]
+    seen: list[list[Config]] = []
+
+    class Watched(ModelSearch):
+        def warm_start(self, others, current=None, guessed=()):
+            seen.append(list(submitted))
+            super().warm_start(others, current=current, guessed=guessed)
+
+    with Database(tmp_path / "w.db") as db:
+        Tuner(src, src.space, db=db, strategy="random", seed=0, budget="30trials").run()
+        res = Tuner(dst, dst.space, db=db, strategy=Watched(dst.space, seed=0), batch=1,
+                    budget="4trials", first=first, executor=ex, remeasure=0).run()
+        assert seen == [[first[0]]]  # the batch's one given config, the second waits
+        assert [m.config for m in db.measurements(res.workload)][:2] == first
+        assert res.transfer is not None and res.transfer["used"] == 1
+
+        class Broken(ModelSearch):
+            def warm_start(self, others, current=None, guessed=()):
+                raise RuntimeError("no model today")
+
+        other = ReplayTarget(recorded("convolution/MI250X.json.gz"))
+        with pytest.raises(RuntimeError, match="no model today"):
+            Tuner(other, other.space, db=db, strategy=Broken(other.space, seed=0),
+                  budget="4trials", first=[other.space.at(0)], remeasure=0).run()
+        # its claim released: a later search of that workload runs its whole budget
+        again = Tuner(other, other.space, db=db, strategy="random", seed=0, budget="3trials",
+                      remeasure=0, transfer=False).run()
+        assert again.new_trials == 3
+
+
 def test_a_strategy_that_only_repeats_measured_configs_stops(tmp_path):
     from tunex.search import SearchStrategy
 

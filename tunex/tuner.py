@@ -261,54 +261,6 @@ class Tuner:
                         else "")
         for m in resumed:
             done[m.config] = m
-        transfer: dict[str, Any] | None = None
-        related: list[str] = []
-        shipped: list[tuple[Workload, list[Measurement]]] = []  # the prior's
-        if self.transfer:
-            others = self.db.history(kernel=self.workload.kernel, exclude=self.workload)
-            if older:
-                others = [(self.workload, older), *others]
-            own = bool(others)
-            for kernel in self.like:  # named related kernels
-                theirs = self.db.history(kernel=kernel)
-                if not theirs:
-                    log.warning("like %r: no workload of that kernel in the database (tunex db "
-                                "workloads lists the kernels tuned in it)", kernel)
-                others = [*others, *theirs]
-            # the kernels whose spaces name most of this one's parameters: beside this
-            # kernel's own other workloads, all of theirs; on its first search, those measured
-            # on this device (the strategy trusts them less than named ones: ``guessed``)
-            near = self._like_candidates()  # read once: it reads every kernel's declaration
-            for kernel in near if self.related else []:
-                if kernel in self.like:
-                    continue
-                theirs = [(w, ms) for w, ms in self.db.history(kernel=kernel)
-                          if own or w.device == self.workload.device]
-                if theirs:
-                    related.append(kernel)
-                    others = [*others, *theirs]
-            shipped = self._from_prior({w for w, _ in others}) if self.related else []
-            for w, _ms in shipped:  # of another kernel, unless named: guessed
-                if w.kernel not in (self.workload.kernel, *self.like, *related):
-                    related.append(w.kernel)
-            others = [*others, *shipped]
-            if others:
-                self.strategy.warm_start(others, current=self.workload,
-                                         **_guessed(self.strategy, related))
-                transfer = getattr(self.strategy, "transfer_", None) or {
-                    "workloads": len(others), "used": 0,
-                    "why": f"strategy {self.strategy.name!r} does not learn from other workloads"}
-                log.info("warm start from %d of %d other workloads", transfer["used"],
-                         len(others))
-            elif not resumed and near:  # a first search, no related kernel on this device:
-                # what --like could name
-                transfer = {"workloads": 0, "used": 0, "like_candidates": near}
-        # the other workloads' best configs the strategy proposes first, to be marked so
-        seeded = {Config(c) for c in (transfer or {}).get("first", ())}
-        if resumed:
-            self.strategy.tell(resumed)
-            log.info("resuming %s: %d trials already recorded", self.workload.kernel,
-                     len(resumed))
         count = len(resumed)  # trials of an earlier space neither resume nor spend the budget
         new = 0
         best = min((m.value for m in resumed), default=math.inf)
@@ -325,8 +277,34 @@ class Tuner:
         bar = _Progress(self.progress, self.budget, count, self.executor.activity)
         full = False
         used = count  # trials and live claims of the workload, as the last claim saw them
-        absorbed = reclaimed = 0.0
         first = [c for c in self.first if c not in done]
+        if first:  # they need no strategy: the first batch of them builds (and the workers
+            # start) while the warm start reads the other workloads and fits its first models
+            early, first = first[:self.batch], first[self.batch:]
+            self.strategy.pending.update(early)
+            got = claims.take([c.key for c in early], limit)
+            full, used = got.full, got.used or used
+            for c in early:
+                if c.key in got.granted:
+                    running[self.executor.submit(self.workload, c)] = c
+                else:
+                    elsewhere.add(c)
+        try:
+            transfer, related, shipped = self._warm_start(older, bool(resumed))
+        except BaseException:  # the given configs' trials and claims end with it
+            for fut in running:
+                fut.cancel()
+            bar.close()
+            claims.release()
+            claims.close()
+            raise
+        # the other workloads' best configs the strategy proposes first, to be marked so
+        seeded = {Config(c) for c in (transfer or {}).get("first", ())}
+        if resumed:
+            self.strategy.tell(resumed)
+            log.info("resuming %s: %d trials already recorded", self.workload.kernel,
+                     len(resumed))
+        absorbed = reclaimed = 0.0
         idle = 0  # proposals answered from the record since the last trial
         # seconds between the run's last results: what one more trial costs the budget
         latency: collections.deque[float] = collections.deque(maxlen=100)
@@ -478,6 +456,57 @@ class Tuner:
         return TuneResult(self.workload, self.db.best(self.workload, self.space), count, new,
                           self.strategy.proposals, time.monotonic() - start, stopped, failures,
                           transfer)
+
+    def _warm_start(self, older: list[Measurement], resumed: bool
+                    ) -> tuple[dict[str, Any] | None, list[str],
+                               list[tuple[Workload, list[Measurement]]]]:
+        """Tell the strategy what other workloads measured (:meth:`run`'s transfer): this
+        kernel's other workloads (and ``older``, trials of an earlier version of this space),
+        the ``like`` kernels, the related ones and the prior's. Returns the transfer's account
+        for the result, the related kernels used, and the prior's workloads."""
+        transfer: dict[str, Any] | None = None
+        related: list[str] = []
+        shipped: list[tuple[Workload, list[Measurement]]] = []  # the prior's
+        if self.transfer:
+            others = self.db.history(kernel=self.workload.kernel, exclude=self.workload)
+            if older:
+                others = [(self.workload, older), *others]
+            own = bool(others)
+            for kernel in self.like:  # named related kernels
+                theirs = self.db.history(kernel=kernel)
+                if not theirs:
+                    log.warning("like %r: no workload of that kernel in the database (tunex db "
+                                "workloads lists the kernels tuned in it)", kernel)
+                others = [*others, *theirs]
+            # the kernels whose spaces name most of this one's parameters: beside this
+            # kernel's own other workloads, all of theirs; on its first search, those measured
+            # on this device (the strategy trusts them less than named ones: ``guessed``)
+            near = self._like_candidates()  # read once: it reads every kernel's declaration
+            for kernel in near if self.related else []:
+                if kernel in self.like:
+                    continue
+                theirs = [(w, ms) for w, ms in self.db.history(kernel=kernel)
+                          if own or w.device == self.workload.device]
+                if theirs:
+                    related.append(kernel)
+                    others = [*others, *theirs]
+            shipped = self._from_prior({w for w, _ in others}) if self.related else []
+            for w, _ms in shipped:  # of another kernel, unless named: guessed
+                if w.kernel not in (self.workload.kernel, *self.like, *related):
+                    related.append(w.kernel)
+            others = [*others, *shipped]
+            if others:
+                self.strategy.warm_start(others, current=self.workload,
+                                         **_guessed(self.strategy, related))
+                transfer = getattr(self.strategy, "transfer_", None) or {
+                    "workloads": len(others), "used": 0,
+                    "why": f"strategy {self.strategy.name!r} does not learn from other workloads"}
+                log.info("warm start from %d of %d other workloads", transfer["used"],
+                         len(others))
+            elif not resumed and near:  # a first search, no related kernel on this device:
+                # what --like could name
+                transfer = {"workloads": 0, "used": 0, "like_candidates": near}
+        return transfer, related, shipped
 
     def _from_prior(self, have: set[Workload]) -> list[tuple[Workload, list[Measurement]]]:
         """The prior's workloads this search may learn from (:meth:`Prior.related`), less
