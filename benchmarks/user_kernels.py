@@ -266,9 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--patience", type=int, default=None,
                    help="trials without a 1%% gain before tunex stops (0: none; default: the "
                         "decorator's)")
-    p.add_argument("--prior", action="store_true",
-                   help="prior=True on the decorator: a first search also learns from the "
-                        "searches tunex ships for this device (tunex.db.prior)")
+    p.add_argument("--prior", action=argparse.BooleanOptionalAction, default=None,
+                   help="prior= on the decorator (default: the decorator's, on): a first "
+                        "search also learns from the searches tunex ships for this device "
+                        "(tunex.db.prior)")
+    p.add_argument("--db", default=None,
+                   help="keep the run's tunex database here (a new file; default: a temporary one)")
     p.add_argument("--shapes", default=None, help="comma list of shape indices (default: all)")
     p.add_argument("--service", type=int, default=0, metavar="N",
                    help="start `tunex serve --target triton_gpu --workers N` first (as a user "
@@ -310,10 +313,12 @@ def run(args: argparse.Namespace) -> int:
         extra["strategy"] = args.strategy
     if args.patience is not None:
         extra["patience"] = args.patience or None
-    if args.prior:
-        extra["prior"] = True
+    if args.prior is not None:
+        extra["prior"] = args.prior
     only = {int(i) for i in args.shapes.split(",")} if args.shapes else None
-    db_path = os.path.join(tempfile.mkdtemp(prefix="tunex-bench-"), "tunex.db")
+    db_path = args.db or os.path.join(tempfile.mkdtemp(prefix="tunex-bench-"), "tunex.db")
+    if args.db and os.path.exists(args.db):
+        raise SystemExit(f"--db {args.db}: exists; give a new path (every run starts empty)")
     timer = GpuTimer(MeasureOptions())
     started = time.time()
     rows = []
