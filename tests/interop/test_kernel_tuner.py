@@ -118,6 +118,27 @@ def test_export_of_a_search_replays_and_t4_follows_the_schema(tmp_path: Path, ca
         assert (r["invalidity"] == "correct") == t.measurement.ok
 
 
+def test_a_searchs_export_carries_its_declared_space(tmp_path: Path) -> None:
+    """A cache exported from a search holds the space the search declared (every value of each
+    parameter, and its constraints), not only the points it measured: replayed, or given to
+    Kernel Tuner, it is the same space, and a point the constraints exclude is not one that was
+    never measured."""
+    src = ReplayTarget(recorded("convolution/A100.json.gz"))
+    with Database(tmp_path / "s.db") as db:
+        res = Tuner(src, src.space, db=db, strategy="random", seed=1, budget="25trials",
+                    remeasure=0).run()
+        out = tmp_path / "s.json"
+        export_cache(db, res.workload, out)
+    doc = load(out)
+    assert len(doc["cache"]) == 25 and doc["restrictions"]
+    assert {k: len(v) for k, v in doc["tune_params"].items()} == {
+        p.name: len(p.values) for p in src.space.params}
+    again = ReplayTarget(out)
+    assert again.space.size == src.space.size  # not the 25 points measured
+    outside = next(c for c in again.space if again._entry(c) is None)
+    assert again.measure(again.build(again.workload(), outside)).status != Status.OK
+
+
 def test_cli_import_and_clear_errors(tmp_path: Path, capsys) -> None:
     src = recorded("pnpoly/RTX_3060_laptop.json.gz")
     db = tmp_path / "cli.db"

@@ -202,6 +202,23 @@ class Records(Store):
 
         return self._read("read", query)
 
+    def space_whole(self, workload: Workload) -> bool:
+        """Whether the declared space of ``workload`` was stored whole: False where none is
+        declared or its constraints were Python callables (only the domains are kept)."""
+
+        def query(conn: Connection) -> bool:
+            wid = self._find_workload(conn, workload)
+            if wid is None:
+                return False
+            w = S.workloads.c
+            doc = conn.execute(sa.select(w.space).where(w.id == wid)).scalar()
+            try:
+                return doc is not None and not json.loads(doc).get("partial")
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise self._damaged_space(wid, exc) from exc
+
+        return self._read("read", query)
+
     def space_names(self, workload: Workload) -> list[str] | None:
         """The parameter names of the declared space of ``workload``, or None: read from its
         declaration without making the space (which counts its valid points)."""

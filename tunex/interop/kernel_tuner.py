@@ -237,10 +237,17 @@ def cache_document(db: Database, workload: Workload) -> dict[str, Any]:
     for k in keys:
         with contextlib.suppress(TypeError):  # values of mixed types keep the order seen
             values[k] = sorted(values[k])
-    return {"schema_version": "1.0.0", "device_name": str(workload.target.get("device", "")),
-            "kernel_name": workload.kernel, "problem_size": _problem_size(workload),
-            "tune_params_keys": keys, "tune_params": values, "objective": "time",
-            "cache": cache}
+    doc = {"schema_version": "1.0.0", "device_name": str(workload.target.get("device", "")),
+           "kernel_name": workload.kernel, "problem_size": _problem_size(workload),
+           "tune_params_keys": keys, "tune_params": values, "objective": "time", "cache": cache}
+    space = db.space(workload) if not constants and db.space_whole(workload) else None
+    if space is not None and set(space.names) == set(names):
+        # the declared space, not only the values measured: its domains and constraints (with
+        # the problem's sizes written in), so that a replay or Kernel Tuner searches the same
+        # space and tells a point the constraints exclude from one never measured
+        doc["tune_params"] = {p.name: [_value(v) for v in p.values] for p in space.params}
+        doc["restrictions"] = space.bound_constraints()
+    return doc
 
 
 def t4_document(db: Database, workload: Workload) -> dict[str, Any]:
