@@ -226,8 +226,8 @@ class ModelSearch(SearchStrategy):
                  like_rule: str | None = "alongside", related_start: float = 0.5,
                  related_keep: float | None = 0.0, transfer_rows: int | None = 4000) -> None:
         super().__init__(space, seed=seed)
-        if design not in ("maximin", "random", "alternate"):
-            raise ValueError(f"design must be 'maximin', 'random' or 'alternate', not {design!r}")
+        if design not in ("maximin", "random"):
+            raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
         self.interactions = interactions
         self.n_init = n_init
         self.explore = explore
@@ -706,8 +706,7 @@ class ModelSearch(SearchStrategy):
     def _spread(self, taken: list[Config]) -> Config | None:
         """A fresh valid config far from everything measured, pending or ``taken``."""
         seen = self.history.keys() | self.pending | set(taken)
-        uniform = self.design == "random" or (self.design == "alternate" and len(seen) % 2 == 0)
-        pool = self.space.sample(1 if uniform else 64, self.rng, exclude=seen)
+        pool = self.space.sample(1 if self.design == "random" else 64, self.rng, exclude=seen)
         if len(pool) <= 1 or not seen:
             return pool[0] if pool else None
         ref = self.space.encode(list(seen))
