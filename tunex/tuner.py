@@ -277,18 +277,25 @@ class Tuner:
         bar = _Progress(self.progress, self.budget, count, self.executor.activity)
         full = False
         used = count  # trials and live claims of the workload, as the last claim saw them
+
+        def launch(configs: list[Config]) -> None:
+            """Claim ``configs`` and submit those granted (the others a concurrent search
+            measures)."""
+            nonlocal full, used
+            got = claims.take([c.key for c in configs], limit)
+            full, used = got.full, got.used or used
+            for c in configs:
+                if c.key in got.granted:
+                    running[self.executor.submit(self.workload, c)] = c
+                else:
+                    elsewhere.add(c)
+
         first = [c for c in self.first if c not in done]
         if first:  # they need no strategy: the first batch of them builds (and the workers
             # start) while the warm start reads the other workloads and fits its first models
             early, first = first[:self.batch], first[self.batch:]
             self.strategy.pending.update(early)
-            got = claims.take([c.key for c in early], limit)
-            full, used = got.full, got.used or used
-            for c in early:
-                if c.key in got.granted:
-                    running[self.executor.submit(self.workload, c)] = c
-                else:
-                    elsewhere.add(c)
+            launch(early)
         try:
             transfer, related, shipped = self._warm_start(older, bool(resumed))
         except BaseException:  # the given configs' trials and claims end with it
@@ -372,15 +379,7 @@ class Tuner:
                                 idle += 1
                             elif c not in inflight and c not in fresh:  # one trial per config
                                 fresh.append(c)
-                        got = claims.take([c.key for c in fresh], limit)
-                        full = got.full
-                        used = got.used or used
-                        granted = set(got.granted)
-                        for c in fresh:
-                            if c.key in granted:
-                                running[self.executor.submit(self.workload, c)] = c
-                            else:
-                                elsewhere.add(c)
+                        launch(fresh)
                         if given:  # fill the rest of the batch from the strategy, not later
                             continue
                         if not running:
@@ -464,49 +463,49 @@ class Tuner:
         kernel's other workloads (and ``older``, trials of an earlier version of this space),
         the ``like`` kernels, the related ones and the prior's. Returns the transfer's account
         for the result, the related kernels used, and the prior's workloads."""
-        transfer: dict[str, Any] | None = None
         related: list[str] = []
-        shipped: list[tuple[Workload, list[Measurement]]] = []  # the prior's
-        if self.transfer:
-            others = self.db.history(kernel=self.workload.kernel, exclude=self.workload)
-            if older:
-                others = [(self.workload, older), *others]
-            own = bool(others)
-            for kernel in self.like:  # named related kernels
-                theirs = self.db.history(kernel=kernel)
-                if not theirs:
-                    log.warning("like %r: no workload of that kernel in the database (tunex db "
-                                "workloads lists the kernels tuned in it)", kernel)
+        if not self.transfer:
+            return None, related, []
+        others = self.db.history(kernel=self.workload.kernel, exclude=self.workload)
+        if older:
+            others = [(self.workload, older), *others]
+        own = bool(others)
+        for kernel in self.like:  # named related kernels
+            theirs = self.db.history(kernel=kernel)
+            if not theirs:
+                log.warning("like %r: no workload of that kernel in the database (tunex db "
+                            "workloads lists the kernels tuned in it)", kernel)
+            others = [*others, *theirs]
+        # the kernels whose spaces name most of this one's parameters: beside this
+        # kernel's own other workloads, all of theirs; on its first search, those measured
+        # on this device (the strategy trusts them less than named ones: ``guessed``)
+        near = self._like_candidates()  # read once: it reads every kernel's declaration
+        for kernel in near if self.related else []:
+            if kernel in self.like:
+                continue
+            theirs = [(w, ms) for w, ms in self.db.history(kernel=kernel)
+                      if own or w.device == self.workload.device]
+            if theirs:
+                related.append(kernel)
                 others = [*others, *theirs]
-            # the kernels whose spaces name most of this one's parameters: beside this
-            # kernel's own other workloads, all of theirs; on its first search, those measured
-            # on this device (the strategy trusts them less than named ones: ``guessed``)
-            near = self._like_candidates()  # read once: it reads every kernel's declaration
-            for kernel in near if self.related else []:
-                if kernel in self.like:
-                    continue
-                theirs = [(w, ms) for w, ms in self.db.history(kernel=kernel)
-                          if own or w.device == self.workload.device]
-                if theirs:
-                    related.append(kernel)
-                    others = [*others, *theirs]
-            shipped = self._from_prior({w for w, _ in others}) if self.related else []
-            for w, _ms in shipped:  # of another kernel, unless named: guessed
-                if w.kernel not in (self.workload.kernel, *self.like, *related):
-                    related.append(w.kernel)
-            others = [*others, *shipped]
-            if others:
-                self.strategy.warm_start(others, current=self.workload,
-                                         **_guessed(self.strategy, related))
-                transfer = getattr(self.strategy, "transfer_", None) or {
-                    "workloads": len(others), "used": 0,
-                    "why": f"strategy {self.strategy.name!r} does not learn from other workloads"}
-                log.info("warm start from %d of %d other workloads", transfer["used"],
-                         len(others))
-            elif not resumed and near:  # a first search, no related kernel on this device:
-                # what --like could name
-                transfer = {"workloads": 0, "used": 0, "like_candidates": near}
-        return transfer, related, shipped
+        shipped = self._from_prior({w for w, _ in others}) if self.related else []
+        for w, _ms in shipped:  # of another kernel, unless named: guessed
+            if w.kernel not in (self.workload.kernel, *self.like, *related):
+                related.append(w.kernel)
+        others = [*others, *shipped]
+        if others:
+            self.strategy.warm_start(others, current=self.workload,
+                                     **_guessed(self.strategy, related))
+            transfer = getattr(self.strategy, "transfer_", None) or {
+                "workloads": len(others), "used": 0,
+                "why": f"strategy {self.strategy.name!r} does not learn from other workloads"}
+            log.info("warm start from %d of %d other workloads", transfer["used"],
+                     len(others))
+            return transfer, related, shipped
+        if not resumed and near:  # a first search, no related kernel on this device: what
+            # --like could name
+            return {"workloads": 0, "used": 0, "like_candidates": near}, related, shipped
+        return None, related, shipped
 
     def _from_prior(self, have: set[Workload]) -> list[tuple[Workload, list[Measurement]]]:
         """The prior's workloads this search may learn from (:meth:`Prior.related`), less

@@ -1087,6 +1087,8 @@ def test_a_declared_space_is_not_counted_again(db: Database, monkeypatch) -> Non
     db.declare_space(MM2, partial)
     kept = db.space(MM2)
     assert kept is not None and kept is not partial and kept.size == 3
+    # whole: only a space stored with its constraints (what an export may write as the space)
+    assert db.space(MM2, whole=True) is None and db.space(MM, whole=True) is not None
 
 
 def test_a_declared_spaces_names_are_read_without_counting_it(tmp_path, monkeypatch) -> None:

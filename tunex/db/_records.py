@@ -193,29 +193,19 @@ class Records(Store):
 
         self._write("declare a space in", tx)
 
-    def space(self, workload: Workload) -> Space | None:
-        """The declared space of ``workload`` (:meth:`declare_space`), or None."""
+    def space(self, workload: Workload, whole: bool = False) -> Space | None:
+        """The declared space of ``workload`` (:meth:`declare_space`), or None; with ``whole``,
+        None too where only its domains could be stored (constraints written as Python
+        callables)."""
 
         def query(conn: Connection) -> Space | None:
             wid = self._find_workload(conn, workload)
-            return None if wid is None else self._stored_space(conn, wid)
-
-        return self._read("read", query)
-
-    def space_whole(self, workload: Workload) -> bool:
-        """Whether the declared space of ``workload`` was stored whole: False where none is
-        declared or its constraints were Python callables (only the domains are kept)."""
-
-        def query(conn: Connection) -> bool:
-            wid = self._find_workload(conn, workload)
             if wid is None:
-                return False
-            w = S.workloads.c
-            doc = conn.execute(sa.select(w.space).where(w.id == wid)).scalar()
-            try:
-                return doc is not None and not json.loads(doc).get("partial")
-            except (ValueError, TypeError, AttributeError) as exc:
-                raise self._damaged_space(wid, exc) from exc
+                return None
+            space = self._stored_space(conn, wid)
+            if whole and space is not None and json.loads(self._spaces[wid][0]).get("partial"):
+                return None
+            return space
 
         return self._read("read", query)
 

@@ -240,7 +240,7 @@ def cache_document(db: Database, workload: Workload) -> dict[str, Any]:
     doc = {"schema_version": "1.0.0", "device_name": str(workload.target.get("device", "")),
            "kernel_name": workload.kernel, "problem_size": _problem_size(workload),
            "tune_params_keys": keys, "tune_params": values, "objective": "time", "cache": cache}
-    space = db.space(workload) if not constants and db.space_whole(workload) else None
+    space = None if constants else db.space(workload, whole=True)
     if space is not None and set(space.names) == set(names):
         # the declared space, not only the values measured: its domains and constraints (with
         # the problem's sizes written in), so that a replay or Kernel Tuner searches the same
