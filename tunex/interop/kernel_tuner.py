@@ -241,10 +241,12 @@ def cache_document(db: Database, workload: Workload) -> dict[str, Any]:
            "kernel_name": workload.kernel, "problem_size": _problem_size(workload),
            "tune_params_keys": keys, "tune_params": values, "objective": "time", "cache": cache}
     space = None if constants else db.space(workload, whole=True)
-    if space is not None and set(space.names) == set(names):
-        # the declared space, not only the values measured: its domains and constraints (with
-        # the problem's sizes written in), so that a replay or Kernel Tuner searches the same
-        # space and tells a point the constraints exclude from one never measured
+    if (space is not None and set(space.names) == set(names)
+            and sum(c in space for c in by_config) == space.size):
+        # a recording of every point of the declared space: its domains and constraints too
+        # (with the problem's sizes written in), so that Kernel Tuner can be given the space
+        # and a replay tells a point the constraints exclude from a failed one; a partial
+        # search's export stays the points it measured (a replay of it searches those)
         doc["tune_params"] = {p.name: [_value(v) for v in p.values] for p in space.params}
         doc["restrictions"] = space.bound_constraints()
     doc["cache"] = doc.pop("cache")  # last: Kernel Tuner reads a cache file that ends with it
