@@ -275,3 +275,44 @@ def test_the_patience_report_stops_each_run_where_the_tuner_would():
     assert "| cold | 10 | 1 | 0.5025 | 1 | 11.0 |" in table
     assert "| cold | 12 | 1 | 0.6667 | 1 | 24.0 |" in table
     assert "| cold | none | 1 | 1.0000 | 0 | 50.0 |" in table
+
+
+def test_loo_paired_sums_and_pairs_stored_runs(tmp_path, capsys):
+    """benchmarks/loo_paired.py: a miss counts as budget + 1, runs are paired by space and
+    seed, a later --base file adds only what the earlier lack, and the summary reads random's
+    expectation from the files' facts."""
+    import gzip
+    import json
+
+    spec = importlib.util.spec_from_file_location(
+        "loo_paired", Path(__file__).resolve().parents[1] / "benchmarks" / "loo_paired.py")
+    assert spec and spec.loader
+    lp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lp)
+    facts = {"f/a": {"random": {"0.95": {"mean": 20.0, "median": 16.0}}},
+             "f/b": {"random": {"0.95": {"mean": 10.0, "median": 8.0}}}}
+
+    def write(name, variant, runs, gz=False):
+        doc = {"loo": {"facts": facts, "runs": {variant: {
+            sp: {str(s): {"cold": {"t95": t}} for s, t in seeds.items()}
+            for sp, seeds in runs.items()}}}}
+        path = tmp_path / name
+        raw = json.dumps(doc).encode()
+        path.write_bytes(gzip.compress(raw) if gz else raw)
+        return f"{path}:{variant}"
+
+    base = write("b.json.gz", "m", {"f/a": {0: 8, 1: None}}, gz=True)
+    more = write("c.json", "m", {"f/a": {0: 99}, "f/b": {0: 20, 1: 20}})
+    var = write("v.json", "x", {"f/a": {0: 4, 1: 101}, "f/b": {0: 40}})
+    assert lp.main(["--base", base, "--base", more, "--variant", var]) == 0
+    out = capsys.readouterr().out
+    # pairs: a 8 -> 4 (+1), a miss -> 101 (0), b 20 -> 40 (-1): mean 0, one faster, one slower
+    assert "3 paired runs: mean log2 +0.000" in out and "faster 1 / slower 1" in out
+    assert "base 2, variant 2" in out  # within 95% by 100
+    assert lp.main(["--base", base, "--base", more]) == 0
+    out = capsys.readouterr().out
+    # a: median of (8, 101) 54.5, mean 54.5 > 1.2 x 20; b: 20 (mean 20 > 1.2 x 10)
+    assert "2 spaces" in out and "within 95% by 100: 3 of 4 runs" in out
+    assert "f/a (2.73, 2 runs)" in out and "f/b (2.00, 2 runs)" in out
+    assert lp.main(["--base", base, "--seeds", "1"]) == 0
+    assert "1 of 1 runs" in capsys.readouterr().out
