@@ -18,7 +18,8 @@ there), for each strategy and seed:
   excluded points it resolved on its own included) per measured config.
 
 A trial is one measured config. The tunex loop is tunex's own (``tunex.tuner.Tuner``, the loop of
-``tunex search`` and of the decorator, one trial in flight): ``strategy.ask(1)``; a config this run
+``tunex search`` and of the decorator, one trial in flight, or with ``--loo --batch N`` N of them
+asked before any is measured, as N build workers take them): ``strategy.ask(1)``; a config this run
 already measured is answered from the run's own record (``strategy.tell([earlier])``) and costs no
 trial; otherwise ``m = target.measure(target.build(workload, config))`` costs one trial and is told.
 A config the recorded space lacks or records as failed costs a trial too (the target answers with a
@@ -145,6 +146,13 @@ SECTION = "## Search efficiency (replay)"
 TITLE = "# tunex benchmark results"
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "spaces" / "kernel_tuner"
 DEFAULT_OUT = HERE / "results" / "search_efficiency.json"
+#: trials in flight in each tunex search (``--batch``): set in this process and in each worker
+IN_FLIGHT = 1
+
+
+def set_in_flight(n: int) -> None:
+    global IN_FLIGHT
+    IN_FLIGHT = n
 
 
 # -- spaces ------------------------------------------------------------------------------------
@@ -240,9 +248,10 @@ def run_tunex(path: Path, strategy: str, seed: int, budget: int, optimum: float,
               keep_measurements: bool = False, guessed: Iterable[str] = (),
               prior: Any = None) -> dict[str, Any]:
     """One tunex search on a noisy replay, run by tunex's own loop (``tunex.tuner.Tuner``,
-    one trial in flight, no re-measurement, no transfer but ``warm``); the strategy's ``ask``
-    and ``tell`` are timed where the loop calls them. ``guessed``: the kernels among ``warm``
-    related to it by parameter names only (``warm_start``'s ``guessed``). ``prior`` (a
+    ``IN_FLIGHT`` trials in flight, no re-measurement, no transfer but ``warm``); the
+    strategy's ``ask`` and ``tell`` are timed where the loop calls them. ``guessed``: the
+    kernels among ``warm`` related to it by parameter names only (``warm_start``'s
+    ``guessed``). ``prior`` (a
     ``tunex.db.prior.Prior``): a first search with transfer on, its database empty, that
     takes the prior's related workloads as the Tuner does (``Tuner(prior=...)``)."""
     t_start = time.perf_counter()
@@ -282,7 +291,8 @@ def run_tunex(path: Path, strategy: str, seed: int, budget: int, optimum: float,
         spent[0] = 0.0
 
     result = Tuner(target, target.space, workload=workload, strategy=search,
-                   budget=Budget(trials=budget), remeasure=0, transfer=prior is not None,
+                   budget=Budget(trials=budget), batch=IN_FLIGHT, remeasure=0,
+                   transfer=prior is not None,
                    prior=prior if prior is not None else False, on_trial=on_trial).run()
     end = {"trial budget": "budget", "strategy exhausted": "exhausted",
            "strategy repeats measured configs only": "stalled: repeats only"}.get(
@@ -883,8 +893,8 @@ def cold_cache_path(folder: Path, members: list[tuple[str, str]], seed: int,
                 inspect.signature(ModelSearch.__init__).parameters.items()
                 if v.default is not inspect.Parameter.empty}
     digest = hashlib.sha256(json.dumps(
-        [[[s, ReplayTarget(Path(p)).digest] for s, p in members], defaults],
-        sort_keys=True).encode()).hexdigest()[:12]
+        [[[s, ReplayTarget(Path(p)).digest] for s, p in members], defaults]
+        + ([IN_FLIGHT] if IN_FLIGHT != 1 else []), sort_keys=True).encode()).hexdigest()[:12]
     family = members[0][0].split("/")[0]
     return folder / f"{family}-seed{seed}-budget{budget}-{digest}.pkl"
 
@@ -999,6 +1009,7 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
 
 
 def loo_main(args: argparse.Namespace) -> int:
+    set_in_flight(args.batch)
     roots = args.loo_data or LOO_DATA
     spaces = loo_spaces(roots, [x.strip() for x in args.spaces.split(",")])
     variants: dict[str, dict[str, Any]] = json.loads(args.variants)
@@ -1019,7 +1030,8 @@ def loo_main(args: argparse.Namespace) -> int:
         for family, members in families.items():
             for seed in range(args.seed_start, args.seed_start + args.seeds):
                 key = {"budget": args.budget, "code": tunex_code(), "options": opts,
-                       "source_budget": args.source_budget}
+                       "source_budget": args.source_budget,
+                       **({"batch": args.batch} if args.batch != 1 else {})}
                 have = [doc["runs"].get(name, {}).get(s, {}).get(str(seed)) for s, _ in members]
                 if args.reuse and all(matches(h, key) for h in have):
                     continue
@@ -1038,7 +1050,8 @@ def loo_main(args: argparse.Namespace) -> int:
                           "prior": ", the shipped prior less its kernel " + prior_code()}[
                               args.sources]
                        + (", same device" if args.related_device == "same" else ""),
-                       **({"warm_budget": args.warm_budget} if args.warm_budget else {})}
+                       **({"warm_budget": args.warm_budget} if args.warm_budget else {}),
+                       **({"batch": args.batch} if args.batch != 1 else {})}
                 todo = {n: o for n, o in opts_all.items() if not (args.reuse and all(
                     matches(doc["runs"].get(n, {}).get(s, {}).get(str(seed)),
                             {**key, "options": o}) for s, _ in members))}
@@ -1124,7 +1137,8 @@ def loo_main(args: argparse.Namespace) -> int:
                 fn, *a = call(task)
                 store(task, fn(*a))
         else:
-            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            with ProcessPoolExecutor(max_workers=args.jobs, initializer=set_in_flight,
+                                     initargs=(args.batch,)) as pool:
                 futs = {pool.submit(*call(t)): t for t in tasks}
                 while futs:
                     done, _ = wait(futs, return_when=FIRST_COMPLETED)
@@ -1606,6 +1620,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed-start", type=int, default=0,
                    help="(--loo --no-cold or --no-warm) first seed: seeds START..START+SEEDS-1 "
                         "(the cold report then reads seeds 0..START+SEEDS-1 of --out)")
+    p.add_argument("--batch", type=int, default=1, metavar="N",
+                   help="(--loo) trials in flight in each tunex search: the loop asks for N "
+                   "configs before any of them is measured and tells their results together, "
+                   "as a search with N build workers does (default 1)")
     p.add_argument("--warm-budget", type=int, default=None,
                    help="(--loo --no-cold) trials of each warm search (default --budget; "
                         "the sources keep --budget): enough to score 'within 20' for less")
@@ -1631,6 +1649,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--no-cold goes with --loo, and not with --no-warm or --compare")
     if (args.cold_cache or args.warm_budget) and not args.no_cold:
         p.error("--cold-cache and --warm-budget go with --no-cold")
+    if args.batch < 1 or (args.batch != 1 and not args.loo):
+        p.error("--batch goes with --loo and is at least 1")
     if args.sources != "siblings" and not args.no_cold:
         p.error("--sources goes with --no-cold")
     if args.loo and not args.no_cold and not args.no_warm and args.source_budget > args.budget:

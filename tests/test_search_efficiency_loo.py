@@ -316,3 +316,22 @@ def test_loo_paired_sums_and_pairs_stored_runs(tmp_path, capsys):
     assert "f/a (2.73, 2 runs)" in out and "f/b (2.00, 2 runs)" in out
     assert lp.main(["--base", base, "--seeds", "1"]) == 0
     assert "1 of 1 runs" in capsys.readouterr().out
+
+
+def test_batch_asks_that_many_configs_before_any_is_measured(monkeypatch):
+    """--batch N: the loop asks the strategy for N configs at once, ahead of their results, as
+    a search with N build workers does (it asked for one at a time whatever --batch said)."""
+    se = bench()
+    from tunex.search._model import ModelSearch
+    from tunex.targets.replay import ReplayTarget
+
+    path = recorded("pnpoly/RTX_2080_Ti.json.gz")
+    asked: list[int] = []
+    real = ModelSearch.ask
+    monkeypatch.setattr(ModelSearch, "ask", lambda self, n=1: asked.append(n) or real(self, n))
+    try:
+        se.set_in_flight(6)
+        rec = se.run_tunex(path, "model", 0, 12, ReplayTarget(path).optimum())
+    finally:
+        se.set_in_flight(1)
+    assert rec["trials"] == 12 and asked[:2] == [6, 6]

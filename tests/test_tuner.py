@@ -728,3 +728,48 @@ def test_a_config_whose_worker_was_lost_is_measured_again_once_when_the_search_r
         r = Tuner(Flaky(set()), space, workload=w, db=db, budget="20trials",
                   strategy="exhaustive").run()
         assert db.count(w) == 8 and r.stopped == "strategy exhausted"
+
+
+class _FirstIsBest(Target):
+    """Every config after the first measures slower than it: no gain after trial 1."""
+
+    name = "first-best"
+    noisy = False
+
+    def __init__(self) -> None:
+        self.measured: list[Config] = []
+
+    def fingerprint(self):
+        return {"device": "toy"}
+
+    def build(self, workload, config):
+        return Artifact(workload, config)
+
+    def measure(self, artifact):
+        self.measured.append(artifact.config)
+        return Measurement(artifact.config, Status.OK, (1.0 if len(self.measured) == 1 else 2.0,))
+
+
+@pytest.mark.parametrize("batch,trials", [(1, 4), (8, 16)])
+def test_patience_counts_the_trials_proposed_after_the_last_gain(batch, trials):
+    """A batch asked before its first result cannot learn from a gain in it: with 8 in flight
+    (measured together here), patience 3 stopped after the first batch, on 7 trials "without a
+    gain" all proposed before the gain was known (what stalled the decorator on a GPU, 32 in
+    flight); now the next batch, proposed after it, is measured. One in flight: the last 3
+    trials, as before."""
+    target = _FirstIsBest()
+    space = Space([Int("a", 0, 63)])
+    workload = Workload("k", problem={"n": 1}, target={"device": "toy"})
+    result = Tuner(target, space, workload=workload, strategy="random", seed=0, batch=batch,
+                   patience=3, remeasure=0, budget="40trials").run()
+    assert result.stopped == "no improvement in 3 trials"
+    assert len(target.measured) == trials
+
+
+@pytest.mark.parametrize("args", [("",), (None,), ("k", {"n": 1}), ("k", "", [1]),
+                                  ("k", "", {}, "gpu")])
+def test_a_workload_of_the_wrong_types_is_refused_where_it_is_made(args):
+    """Workload("k", {"n": 1}) (the problem given as the kernel hash) was accepted and failed
+    deep in the database as "Error binding parameter 3: type 'dict' is not supported"."""
+    with pytest.raises(TypeError, match="Workload"):
+        Workload(*args)

@@ -789,7 +789,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: 60, and once 3 measurements have succeeded 10x the slowest of "
                    "them, at least 5 s; a value given here is kept as given)")
     s.add_argument("--patience", type=int, default=None,
-                   help="stop after this many trials without a 1%% gain")
+                   help="stop after this many trials without a 1%% gain (trials in flight "
+                   "when the last gain was measured do not count)")
     s.add_argument("--no-transfer", action="store_true",
                    help="do not warm-start from other workloads in the database")
     s.add_argument("--like", action="append", default=[], metavar="KERNEL",

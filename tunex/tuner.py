@@ -137,7 +137,10 @@ class Tuner:
             waiting for a device do not count, up to another batch of them (see
             :meth:`~tunex.cluster.Executor.built`), so builders never wait for measurements.
         seed: seed of the strategy.
-        patience: stop after this many trials without a 1% improvement.
+        patience: stop after this many trials without a 1% improvement, counting those
+            proposed once the last improvement was measured: trials already in flight then (a
+            batch asked ahead of its results) could not learn from it and do not count. With
+            one trial in flight, the last ``patience`` trials.
         remeasure: trials kept aside (within the budget) to measure again the leaders within 3%
             of the best before declaring a winner (noisy targets only).
         transfer: warm-start the strategy from other workloads of the same kernel in the db.
@@ -264,7 +267,10 @@ class Tuner:
         count = len(resumed)  # trials of an earlier space neither resume nor spend the budget
         new = 0
         best = min((m.value for m in resumed), default=math.inf)
-        last_gain = count
+        # patience counts the trials proposed once the last gain was known: those in flight
+        # then (a batch asked ahead of its results) could not learn from it
+        launched = gain_mark = stale = 0
+        launch_no: dict[Config, int] = {}
         reserve = self.remeasure if self.target.noisy else 0
         if self.budget.trials is not None:  # never more than a tenth of a trial budget
             reserve = min(reserve, self.budget.trials // 10)
@@ -286,9 +292,15 @@ class Tuner:
             full, used = got.full, got.used or used
             for c in configs:
                 if c.key in got.granted:
-                    running[self.executor.submit(self.workload, c)] = c
+                    submit(c)
                 else:
                     elsewhere.add(c)
+
+        def submit(c: Config) -> None:
+            nonlocal launched
+            running[self.executor.submit(self.workload, c)] = c
+            launch_no[c] = launched
+            launched += 1
 
         first = [c for c in self.first if c not in done]
         if first:  # they need no strategy: the first batch of them builds (and the workers
@@ -326,7 +338,7 @@ class Tuner:
                         time.monotonic() - start >= self.budget.seconds - keep):
                     stopped = "time budget"  # (the remeasures' share of it kept aside)
                     break
-                if self.patience is not None and count - last_gain >= self.patience:
+                if self.patience is not None and stale >= self.patience:
                     stopped = f"no improvement in {self.patience} trials"
                     break
                 if elsewhere and (not running or time.monotonic() - absorbed > 2.0):
@@ -346,7 +358,7 @@ class Tuner:
                         for c in left:
                             if c.key in got.granted:
                                 elsewhere.discard(c)
-                                running[self.executor.submit(self.workload, c)] = c
+                                submit(c)
                 if reserve and limit is not None and best == math.inf and (
                         full or used >= limit):
                     # no trial succeeded: nothing to re-measure, the trials kept for it go to
@@ -415,8 +427,11 @@ class Tuner:
                     new += 1
                     done[m.config] = m
                     self.strategy.tell([m])
+                    no = launch_no.pop(m.config, launched)
                     if m.value < best * 0.99:
-                        last_gain = count
+                        gain_mark, stale = launched, 0
+                    elif no >= gain_mark:
+                        stale += 1
                     best = min(best, m.value)
                     bar.update(count, m, number, len(running))
                     if self.on_trial:

@@ -47,11 +47,12 @@ class AutotuneOptions:
             call takes about the time budget plus the leaders' re-measurement.
         strategy: search strategy for ``on_miss`` (``"model"``, ``"random"``,
             ``"optuna:tpe"``), whatever form the budget takes.
-        patience: stop tuning a workload after this many trials without a 1% gain (``None``:
-            only the budget stops it). Replayed on the 34 recorded spaces' stored cold runs
-            (40 seeds) cut at the default 50 trials: 30 ends 185 of 1,360 runs below 95% of
-            the optimum after 44.8 trials on average, 20 ends 240 after 37.2, none 180 after
-            49.0 (RESULTS.md).
+        patience: stop tuning a workload after this many trials without a 1% gain, counting
+            those proposed once the last gain was measured (``None``: only the budget stops
+            it; :class:`~tunex.tuner.Tuner`'s ``patience``). Replayed on the 34 recorded
+            spaces' stored cold runs (40 seeds, one trial in flight) cut at the default 50
+            trials: 30 ends 185 of 1,360 runs below 95% of the optimum after 44.8 trials on
+            average, 20 ends 240 after 37.2, none 180 after 49.0 (RESULTS.md).
         like: names of other kernels this one is a variant of (``["matmul"]`` for a matmul
             with TMA): their trials in the database also warm-start its tuning, as
             ``tunex search --like`` (:class:`~tunex.tuner.Tuner`'s ``like``).
