@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import shutil
 import statistics
 import sys
@@ -37,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from tunex import Database, Tuner  # noqa: E402
 from tunex.cluster import InlineExecutor  # noqa: E402
 from tunex.decorator._target import best_of_siblings  # noqa: E402
+from tunex.search import get_strategy  # noqa: E402
 from tunex.targets.replay import ReplayTarget  # noqa: E402
 from tunex.trial import Config, Measurement, Workload  # noqa: E402
 
@@ -83,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--patience", type=int, default=30)
     p.add_argument("--budget", type=int, default=50, help="trials")
     p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--options", default="{}",
+                   help="JSON options of the model strategy (its keywords, e.g. "
+                   "'{\"n_init\": 5}')")
     args = p.parse_args(argv)
+    options = json.loads(args.options)
     want = dict(kv.split("=", 1) for kv in args.problem.split(",") if kv)
     with tempfile.TemporaryDirectory() as tmp:
         src = load(args.db, Path(tmp))
@@ -116,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                          target: ReplayTarget = target) -> None:
                 times.append(target.true_time(m.config))
 
-            result = Tuner(target, space, workload=current, db=db, strategy="model", seed=seed,
+            result = Tuner(target, space, workload=current, db=db,
+                           strategy=get_strategy("model", space, seed=seed, **options), seed=seed,
                            executor=Fifo(target, args.in_flight), batch=args.in_flight,
                            patience=args.patience, budget=f"{args.budget}trials", remeasure=0,
                            first=first, prior=False, on_trial=on_trial).run()
