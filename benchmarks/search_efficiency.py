@@ -926,6 +926,25 @@ def loo_cold_sources(members: list[tuple[str, str]], seed: int, budget: int,
     return cold
 
 
+def loo_chained(members: list[tuple[str, str]], seed: int, budget: int,
+                optima: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """``members`` tuned one after another by the default ``model`` as a user's database
+    holds them after the decorator met each shape in turn: the first cold, each next one
+    warm-started from those before it, ``budget`` trials each (``IN_FLIGHT`` in flight).
+    Siblings recorded so stay near their own siblings' choices, where cold sources spread
+    over their spaces."""
+    from tunex.search import register_strategy
+    from tunex.search._model import ModelSearch
+
+    register_strategy("model", ModelSearch)
+    done: dict[str, dict[str, Any]] = {}
+    for space, path in members:
+        warm = [(r["_workload"], r["_measurements"]) for r in done.values()]
+        done[space] = run_tunex(Path(path), "model", seed, budget, optima[space],
+                                warm=warm or None, keep_measurements=True)
+    return done
+
+
 @functools.cache
 def _kernel_and_names(path: str) -> tuple[str, frozenset[str], str]:
     target = ReplayTarget(Path(path))
@@ -954,7 +973,8 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
                  cold_cache: str | None = None, warm_budget: int | None = None,
                  related: list[list[tuple[str, str]]] | None = None,
                  with_siblings: bool = False, same_device: bool = False,
-                 prior: bool = False) -> dict[str, dict[str, dict[str, Any]]]:
+                 prior: bool = False, chained: bool = False
+                 ) -> dict[str, dict[str, dict[str, Any]]]:
     """One (family, seed) task of ``--no-cold``: cold searches of every member by the default
     ``model`` (the siblings' sources, of ``max(budget, source_budget)`` trials, run once, or
     read from ``cold_cache``), then every variant's warm searches on the first
@@ -964,6 +984,8 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
     (``with_siblings``, ``--sources both``: as well as its siblings'). ``prior``
     (``--sources prior``): no sources but the prior tunex ships less the member's own kernel,
     taken by the Tuner as a first search takes it (``Tuner(prior=...)``, empty database).
+    ``chained`` (``--sources chained``): a member's sources are the other members tuned in turn
+    by the default ``model``, each warm-started from those before it (:func:`loo_chained`).
     ``{variant: {space: record}}``."""
     from tunex.db.prior import Prior
     from tunex.search import register_strategy
@@ -980,6 +1002,8 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
             for group in related:
                 if any(s in names[space] for s, _ in group) and group[0][0] not in pool:
                     pool.update(loo_cold_sources(group, seed, src_budget, optima, cold_cache))
+    chain = {space: loo_chained([m for m in members if m[0] != space], seed, source_budget,
+                                optima) for space, _ in members} if chained else {}
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name, options_json in variants.items():
         register_strategy("model", variant_class(options_json))
@@ -994,7 +1018,8 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
                     continue
                 rec["sources"] = sorted({f"{w.kernel} {w.problem}" for w, _ in taken})
             else:
-                sources = [(pool[s]["_workload"], pool[s]["_measurements"][:source_budget])
+                took = chain[space] if chained else pool
+                sources = [(took[s]["_workload"], took[s]["_measurements"][:source_budget])
                            for s in names[space]]
                 if not sources:
                     continue
@@ -1045,7 +1070,8 @@ def loo_main(args: argparse.Namespace) -> int:
             for seed in range(args.seed_start, args.seed_start + args.seeds):
                 key = {"budget": args.budget, "code": tunex_code(),
                        "source_budget": args.source_budget, "sources": "default model, cold"
-                       + {"siblings": "", "other-kernels": ", other kernels",
+                       + {"siblings": "", "chained": ", chained (each warm from those before)",
+                          "other-kernels": ", other kernels",
                           "both": ", siblings and other kernels",
                           "prior": ", the shipped prior less its kernel " + prior_code()}[
                               args.sources]
@@ -1106,7 +1132,7 @@ def loo_main(args: argparse.Namespace) -> int:
                     [g for g in families.values() if g is not members]
                     if args.sources in ("other-kernels", "both") else None,
                     args.sources == "both", args.related_device == "same",
-                    args.sources == "prior")
+                    args.sources == "prior", args.sources == "chained")
         return (run_loo_family, members, seed, args.budget, args.source_budget, opts,
                 {s: facts[s]["optimum"] for s, _ in members}, not args.no_warm)
 
@@ -1592,7 +1618,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "give, as a tuning database sees them, so that versions of one kernel "
                         "with different spaces (convolution/ and convolution_kt/) learn from "
                         "each other")
-    p.add_argument("--sources", choices=("siblings", "other-kernels", "both", "prior"),
+    p.add_argument("--sources", choices=("siblings", "chained", "other-kernels", "both",
+                                         "prior"),
                    default="siblings",
                    help="(--loo --no-cold) what a warm search starts from: its siblings, "
                         "(other-kernels) the spaces of other kernels whose parameters include "
@@ -1601,7 +1628,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "named --like other kernels in a database of its own, or (prior) "
                         "nothing but the prior tunex ships (tunex.db.prior) less the space's "
                         "own kernel, as a first search on the device it was recorded on takes "
-                        "it")
+                        "it, or (chained) its siblings as the decorator records them: tuned "
+                        "one after another, each warm-started from those before it, with "
+                        "--batch in flight and --source-budget trials")
     p.add_argument("--related-device", choices=("any", "same"), default="any",
                    help="(--sources other-kernels/both) the other kernels' spaces recorded on "
                         "any device, or (same) only on the held-out space's device")

@@ -335,3 +335,18 @@ def test_batch_asks_that_many_configs_before_any_is_measured(monkeypatch):
     finally:
         se.set_in_flight(1)
     assert rec["trials"] == 12 and asked[:2] == [6, 6]
+
+
+def test_chained_sources_warm_start_each_sibling_from_those_before_it():
+    """--sources chained: the siblings as the decorator records them, each tuned warm from
+    those before it; the second one's first trial is the first one's best config."""
+    se = bench()
+    from tunex.targets.replay import ReplayTarget
+
+    members = [("pnpoly/A", str(recorded("pnpoly/RTX_2080_Ti.json.gz"))),
+               ("pnpoly/B", str(recorded("pnpoly/RTX_3060_laptop.json.gz")))]
+    optima = {s: ReplayTarget(Path(p)).optimum() for s, p in members}
+    out = se.loo_chained(members, 0, 6, optima)
+    first = [m for m in out["pnpoly/A"]["_measurements"] if m.ok]
+    assert len(out["pnpoly/B"]["_measurements"]) == 6
+    assert out["pnpoly/B"]["_measurements"][0].config == min(first, key=lambda m: m.value).config
