@@ -251,9 +251,9 @@ def run_tunex(path: Path, strategy: str, seed: int, budget: int, optimum: float,
     ``IN_FLIGHT`` trials in flight, no re-measurement, no transfer but ``warm``); the
     strategy's ``ask`` and ``tell`` are timed where the loop calls them. ``guessed``: the
     kernels among ``warm`` related to it by parameter names only (``warm_start``'s
-    ``guessed``). ``prior`` (a
-    ``tunex.db.prior.Prior``): a first search with transfer on, its database empty, that
-    takes the prior's related workloads as the Tuner does (``Tuner(prior=...)``)."""
+    ``guessed``). ``prior`` (a ``tunex.db.prior.Prior``): a first search with transfer on,
+    its database empty, that takes the prior's related workloads as the Tuner does
+    (``Tuner(prior=...)``)."""
     t_start = time.perf_counter()
     target = ReplayTarget(path, noisy=True, seed=seed)
     search = get_strategy(strategy, target.space, seed=seed)

@@ -151,15 +151,15 @@ class Workload:
     target: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name, want in (("kernel", str), ("kernel_hash", str), ("problem", Mapping),
-                           ("target", Mapping)):
-            if not isinstance(getattr(self, name), want) or (name == "kernel"
-                                                             and not self.kernel):
-                raise TypeError(
-                    f"Workload {name}={getattr(self, name)!r}: give "
-                    + ("a kernel name" if name == "kernel" else "a string (the kernel "
-                       "source's hash, or '')" if name == "kernel_hash" else "a mapping")
-                    + " (Workload(kernel, kernel_hash='', problem={...}, target={...}))")
+        for name, ok, want in (
+                ("kernel", isinstance(self.kernel, str) and self.kernel, "a kernel name"),
+                ("kernel_hash", isinstance(self.kernel_hash, str),
+                 "a string (the kernel source's hash, or '')"),
+                ("problem", isinstance(self.problem, Mapping), "a mapping"),
+                ("target", isinstance(self.target, Mapping), "a mapping")):
+            if not ok:
+                raise TypeError(f"Workload {name}={getattr(self, name)!r}: give {want} "
+                                "(Workload(kernel, kernel_hash='', problem={...}, target={...}))")
         # Normalise so that equal workloads compare and hash equal.
         object.__setattr__(self, "problem", json.loads(canonical_json(self.problem)))
         object.__setattr__(self, "target", json.loads(canonical_json(self.target)))

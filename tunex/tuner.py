@@ -284,6 +284,12 @@ class Tuner:
         full = False
         used = count  # trials and live claims of the workload, as the last claim saw them
 
+        def submit(c: Config) -> None:
+            nonlocal launched
+            running[self.executor.submit(self.workload, c)] = c
+            launch_no[c] = launched
+            launched += 1
+
         def launch(configs: list[Config]) -> None:
             """Claim ``configs`` and submit those granted (the others a concurrent search
             measures)."""
@@ -295,12 +301,6 @@ class Tuner:
                     submit(c)
                 else:
                     elsewhere.add(c)
-
-        def submit(c: Config) -> None:
-            nonlocal launched
-            running[self.executor.submit(self.workload, c)] = c
-            launch_no[c] = launched
-            launched += 1
 
         first = [c for c in self.first if c not in done]
         if first:  # they need no strategy: the first batch of them builds (and the workers
