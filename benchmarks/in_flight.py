@@ -67,6 +67,8 @@ class Fifo(InlineExecutor):
 
 
 def load(path: Path, tmp: Path) -> Database:
+    if not path.is_file():
+        raise SystemExit(f"--db {path}: no such file (a tunex database, .db or .db.gz)")
     if path.suffix == ".gz":
         out = tmp / path.stem
         with gzip.open(path, "rb") as src, open(out, "wb") as dst:
