@@ -384,6 +384,14 @@ def test_t4_results_replay_as_their_configurations(tmp_path):
     noisy = ReplayTarget(p, noisy=True, seed=0)
     draws = {noisy.measure(noisy.build(w, Config(a=32, b=1))).times_ms[0] for _ in range(30)}
     assert draws == {1.0, 0.9, 1.2}
+    # the FAIR hub's T4 files spell the unit out, or leave it to the file's metadata
+    doc["results"][1]["measurements"][0]["unit"] = "Milliseconds"
+    p.write_text(json.dumps(doc))
+    assert ReplayTarget(p).true_time(Config(a=32, b=1)) == pytest.approx((1.0 + 0.9 + 1.2) / 3)
+    for r in doc["results"]:
+        r["measurements"][0].pop("unit")
+    p.write_text(json.dumps({**doc, "metadata": {"timeunit": "seconds"}}))
+    assert ReplayTarget(p).true_time(Config(a=16, b=1)) == pytest.approx(2000.0)
     doc["results"][1]["measurements"][0]["unit"] = "parsec"
     p.write_text(json.dumps(doc))
     with pytest.raises(TargetError, match=r"T4 result 1 gives time in 'parsec'.*ms, s, us, ns"):

@@ -94,8 +94,19 @@ MAX_RECORDED_BYTES = 1 << 30
 _T4_FAILURES = {"compile": "CompilationFailedConfig", "constraints": "InvalidConfig",
                 "runtime": "RuntimeFailedConfig", "timeout": Status.TIMEOUT.value,
                 "correctness": Status.WRONG_RESULT.value}
-#: ... and T4's time units, in ms.
+#: ... and T4's time units, in ms (Kernel Tuner writes "milliseconds"; the schema leaves the
+#: unit a free string, so the usual spellings of each are read).
 _T4_UNITS = {"ms": 1.0, "s": 1e3, "us": 1e-3, "ns": 1e-6, "": 1.0}
+_T4_UNIT_NAMES = {"msec": "ms", "millisecond": "ms", "milliseconds": "ms",
+                  "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+                  "µs": "us", "μs": "us", "usec": "us", "microsecond": "us",
+                  "microseconds": "us", "nsec": "ns", "nanosecond": "ns", "nanoseconds": "ns"}
+
+
+def _t4_scale(unit: str) -> float | None:
+    """ms per ``unit`` of a T4 measurement, or None for a unit that is not a time."""
+    u = unit.strip().lower()
+    return _T4_UNITS.get(_T4_UNIT_NAMES.get(u, u))
 
 
 def cache_of_t4(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
@@ -110,6 +121,10 @@ def cache_of_t4(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
     values: dict[str, list[Any]] = {}
     seen: dict[str, set[Any]] = {}
     entries: dict[tuple[Any, ...], dict[str, Any]] = {}
+    meta = doc.get("metadata")
+    # the file's own time unit (the FAIR hub's files: "timeunit": "milliseconds") stands where
+    # a measurement names none
+    default_unit = str(meta.get("timeunit", "ms")) if isinstance(meta, Mapping) else "ms"
     for i, r in enumerate(doc["results"]):
         conf = r.get("configuration") if isinstance(r, Mapping) else None
         if not isinstance(conf, Mapping) or not conf:
@@ -128,12 +143,13 @@ def cache_of_t4(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
         found = [m for m in r.get("measurements") or ()
                  if isinstance(m, Mapping) and m.get("name") == objective]
         value = found[0].get("value") if found else None
-        unit = str(found[0].get("unit", "ms")) if found else "ms"
-        scale = _T4_UNITS.get(unit)
+        unit = str(found[0].get("unit") or default_unit) if found else default_unit
+        scale = _t4_scale(unit)
         if scale is None:
             raise TargetError(f"{path}: T4 result {i} gives {objective} in {unit!r}, a unit "
                               f"tunex does not convert; write it in one of "
-                              f"{', '.join(u for u in _T4_UNITS if u)}")
+                              f"{', '.join(u for u in _T4_UNITS if u)} (or spelled out: "
+                              "milliseconds, seconds, ...)")
         invalidity = r.get("invalidity", "correct")
         entry: dict[str, Any] = dict(conf)
         if invalidity != "correct":
