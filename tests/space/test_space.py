@@ -294,6 +294,9 @@ def test_a_value_of_another_type_is_not_a_point_of_the_space() -> None:
     (lambda: Pow2("x", None, 4), "low=None is not a whole number"),
     (lambda: Int("x", 0, 10**12), "1,000,000,000,001 values"),
     (lambda: Choice("x", [float("nan"), 1.0]), "NaN"),
+    (lambda: Choice("x", [8, 8]), r"lists a value twice: \(8, 8\)$"),
+    # Kernel Tuner's own test cache declares ["test", 1, True, 2.45]
+    (lambda: Choice("x", ["test", 1, True, 2.45]), "such as 1 and True"),
     (lambda: Space([("BLOCK", [32, 64])]), "is not a parameter"),
     (lambda: Space(["BLOCK"]), "is not a parameter"),
 ])

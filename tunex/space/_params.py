@@ -72,7 +72,11 @@ class Param:
             raise SpaceError(f"parameter {name!r} has a value that cannot be a config value "
                              f"({_shown(vals)}): use numbers, strings, bools or tuples") from None
         if distinct != len(vals):
-            raise SpaceError(f"parameter {name!r} lists a value twice: {_shown(vals)}")
+            alike = ""
+            if len({(type(v), v) for v in vals}) == len(vals):  # 1 and True, 2 and 2.0
+                alike = (" (values Python holds equal, such as 1 and True or 2 and 2.0, are one "
+                         "value to a config: keep one, or name the other as a string)")
+            raise SpaceError(f"parameter {name!r} lists a value twice: {_shown(vals)}{alike}")
         if any(isinstance(v, float) and math.isnan(v) for v in vals):
             raise SpaceError(f"parameter {name!r} has a NaN value: NaN equals nothing, not even "
                              "itself, so a config holding it is never found again; use a string "
