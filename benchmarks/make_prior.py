@@ -1,16 +1,19 @@
-"""Build the prior tunex ships: what a search of each of its own kernels recorded on the H200.
+"""Build the priors tunex ships: what a search of each recorded space would leave in a database.
 
-A kernel's first search on a device learns from the related kernels measured on the same device
-(``tunex.db.prior``). For each of the library's recordings (``benchmarks/data``: every point of
-a kernel's space measured on the device, ``benchmarks/record_h200.py``) this runs the search a
-user's database would hold had they tuned that kernel there: the default strategy, ``--budget``
-trials (100), seed 0, on the recording replayed (its recorded median times), recorded under
-the workload the recording measured (kernel name and source hash, problem sizes, the device
-and toolchain). All of it is written as one ``tunex db export`` (jsonl, gzip'd): data only,
-read as any trials export is. Whole recordings are not shipped: a warm start on thousands of
-other trials costs each proposal 150 ms instead of 15 (benchmarks/RESULTS.md, "the prior").
+A search learns from other workloads measured elsewhere (``tunex.db.prior``): the same kernel on
+other devices or problems, and on its own device the related kernels. For each recording
+given, this runs the search a user's database would hold had they tuned that workload: the
+default strategy, ``--budget`` trials (100), seed 0, on the recording replayed (its recorded
+median times), recorded under the workload the recording measured (a tunex recording names
+it: kernel name and source hash, problem sizes, the device and toolchain; a Kernel Tuner cache
+gives its kernel name, problem size and device). All of it is written as one ``tunex db
+export`` (jsonl, gzip'd): data only, read as any trials export is. Whole recordings are not
+shipped: a warm start on thousands of other trials costs each proposal 150 ms instead of 15
+(benchmarks/RESULTS.md, "the prior").
 
-    python benchmarks/make_prior.py     # writes tunex/db/prior_data/h200_triton.jsonl.gz
+    python benchmarks/make_prior.py     # tunex's H200 recordings -> prior_data/h200_triton
+    python benchmarks/make_prior.py --data ../shared/data/spaces/kernel_tuner \
+        --out tunex/db/prior_data/kernel_tuner_hub.jsonl.gz   # the FAIR hub's caches
 """
 
 from __future__ import annotations
@@ -35,12 +38,18 @@ OUT = ROOT / "tunex" / "db" / "prior_data" / "h200_triton.jsonl.gz"
 
 
 def recordings(folder: Path) -> list[Path]:
-    """tunex's own recordings in ``folder`` (those that name the workload they measured)."""
-    out = []
-    for p in sorted(folder.glob("*.json.gz")):
-        if isinstance(ReplayTarget(p).doc_meta.get("workload"), dict):
-            out.append(p)
-    return out
+    """The recorded spaces in ``folder``: tunex's own recordings there (those that name the
+    workload they measured), else every cache in it and its sub-folders (one folder per
+    kernel, as Kernel Tuner's are kept)."""
+    own = [p for p in sorted(folder.glob("*.json.gz"))
+           if isinstance(ReplayTarget(p).doc_meta.get("workload"), dict)]
+    return own or sorted(folder.glob("*/*.json.gz"))
+
+
+def workload_of(target: ReplayTarget) -> Workload:
+    """The workload a recording measured: a tunex recording's own, else the replay's."""
+    spec = target.doc_meta.get("workload")
+    return Workload.from_dict(spec) if isinstance(spec, dict) else target.workload()
 
 
 def build(paths: list[Path], budget: int = 100) -> bytes:
@@ -52,7 +61,7 @@ def build(paths: list[Path], budget: int = 100) -> bytes:
         try:
             for p in paths:
                 target = ReplayTarget(p)
-                workload = Workload.from_dict(target.doc_meta["workload"])
+                workload = workload_of(target)
                 Tuner(target, target.space, workload=workload, db=db, strategy="model",
                       seed=0, budget=f"{budget}trials", remeasure=0, transfer=False).run()
             text = io.StringIO()

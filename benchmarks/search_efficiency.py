@@ -973,7 +973,7 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
                  cold_cache: str | None = None, warm_budget: int | None = None,
                  related: list[list[tuple[str, str]]] | None = None,
                  with_siblings: bool = False, same_device: bool = False,
-                 prior: bool = False, chained: bool = False
+                 prior: bool = False, chained: bool = False, prior_space: bool = False
                  ) -> dict[str, dict[str, dict[str, Any]]]:
     """One (family, seed) task of ``--no-cold``: cold searches of every member by the default
     ``model`` (the siblings' sources, of ``max(budget, source_budget)`` trials, run once, or
@@ -983,7 +983,9 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
     then their cold searches of the spaces :func:`related_spaces` names, not its siblings'
     (``with_siblings``, ``--sources both``: as well as its siblings'). ``prior``
     (``--sources prior``): no sources but the prior tunex ships less the member's own kernel,
-    taken by the Tuner as a first search takes it (``Tuner(prior=...)``, empty database).
+    taken by the Tuner as a first search takes it (``Tuner(prior=...)``, empty database);
+    with ``prior_space`` (``--sources prior-space``) less the member's own recording only
+    (its kernel, problem and device), so the same kernel's other recordings stay.
     ``chained`` (``--sources chained``): a member's sources are the other members tuned in turn
     by the default ``model``, each warm-started from those before it (:func:`loo_chained`).
     ``{variant: {space: record}}``."""
@@ -1010,7 +1012,8 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
         for space, path in members:
             kernel = pool[space]["_workload"].kernel  # other kernels here: related by names
             if prior:
-                held_out = Prior.shipped().without({kernel})
+                held_out = (Prior.shipped().without(like=pool[space]["_workload"])
+                            if prior_space else Prior.shipped().without({kernel}))
                 rec = run_tunex(Path(path), "model", seed, warm_budget or budget,
                                 optima[space], prior=held_out)
                 taken = held_out.related(pool[space]["_workload"], _kernel_and_names(path)[1])
@@ -1065,7 +1068,7 @@ def loo_main(args: argparse.Namespace) -> int:
         tasks = []
         opts_all = {n: json.dumps(o, sort_keys=True) for n, o in variants.items()}
         for family, members in families.items():
-            if len(members) < 2 and args.sources != "prior":
+            if len(members) < 2 and args.sources not in ("prior", "prior-space"):
                 continue
             for seed in range(args.seed_start, args.seed_start + args.seeds):
                 key = {"budget": args.budget, "code": tunex_code(),
@@ -1073,7 +1076,9 @@ def loo_main(args: argparse.Namespace) -> int:
                        + {"siblings": "", "chained": ", chained (each warm from those before)",
                           "other-kernels": ", other kernels",
                           "both": ", siblings and other kernels",
-                          "prior": ", the shipped prior less its kernel " + prior_code()}[
+                          "prior": ", the shipped prior less its kernel " + prior_code(),
+                          "prior-space": ", the shipped prior less the space itself "
+                          + prior_code()}[
                               args.sources]
                        + (", same device" if args.related_device == "same" else ""),
                        **({"warm_budget": args.warm_budget} if args.warm_budget else {}),
@@ -1132,7 +1137,8 @@ def loo_main(args: argparse.Namespace) -> int:
                     [g for g in families.values() if g is not members]
                     if args.sources in ("other-kernels", "both") else None,
                     args.sources == "both", args.related_device == "same",
-                    args.sources == "prior", args.sources == "chained")
+                    args.sources in ("prior", "prior-space"), args.sources == "chained",
+                    args.sources == "prior-space")
         return (run_loo_family, members, seed, args.budget, args.source_budget, opts,
                 {s: facts[s]["optimum"] for s, _ in members}, not args.no_warm)
 
@@ -1619,7 +1625,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "with different spaces (convolution/ and convolution_kt/) learn from "
                         "each other")
     p.add_argument("--sources", choices=("siblings", "chained", "other-kernels", "both",
-                                         "prior"),
+                                         "prior", "prior-space"),
                    default="siblings",
                    help="(--loo --no-cold) what a warm search starts from: its siblings, "
                         "(other-kernels) the spaces of other kernels whose parameters include "
@@ -1628,7 +1634,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "named --like other kernels in a database of its own, or (prior) "
                         "nothing but the prior tunex ships (tunex.db.prior) less the space's "
                         "own kernel, as a first search on the device it was recorded on takes "
-                        "it, or (chained) its siblings as the decorator records them: tuned "
+                        "it, or (prior-space) the shipped prior less the space's own recording "
+                        "(the same kernel's other devices and problems stay), or (chained) its siblings as the decorator records them: tuned "
                         "one after another, each warm-started from those before it, with "
                         "--batch in flight and --source-budget trials")
     p.add_argument("--related-device", choices=("any", "same"), default="any",

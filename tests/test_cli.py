@@ -63,28 +63,57 @@ def test_every_entry_point_defaults_to_one_database(tmp_path, monkeypatch, capsy
 def test_quiet_output_is_json(tmp_path, capsys):
     data = recorded("pnpoly/RTX_2080_Ti.json.gz")
     assert main(["search", "--target", f"replay:{data}", "--budget", "5trials", "--db",
-                 str(tmp_path / "q.db"), "-q", "--strategy", "random", "--seed", "0"]) == 0
+                 str(tmp_path / "q.db"), "-q", "--strategy", "random", "--seed", "0",
+                 "--no-prior"]) == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["trials"] == 5 and set(line["config"]) >= {"block_size_x", "tile_size"}
     assert "transfer" not in line  # no other workload of the kernel in the database
+
+
+def test_a_kernel_tuner_kernel_on_a_new_gpu_starts_from_the_shipped_recordings(tmp_path,
+                                                                              capsys):
+    """pnpoly recorded on a GPU tunex ships nothing of, with an empty database: its first
+    search starts from the shipped searches of pnpoly on the two GPUs of the FAIR hub and says
+    so; --no-prior starts it cold."""
+    import gzip
+
+    doc = json.loads(gzip.decompress(recorded("pnpoly/RTX_2080_Ti.json.gz").read_bytes()))
+    doc["device_name"] = "NVIDIA RTX A6000"
+    data = tmp_path / "pnpoly_A6000.json"
+    data.write_text(json.dumps(doc))
+    db = str(tmp_path / "n.db")
+    assert main(["search", "--target", f"replay:{data}", "--budget", "6trials", "--db", db,
+                 "-q", "--seed", "0"]) == 0
+    tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
+    assert tr["prior"] == {"label": "the recordings tunex ships", "workloads": 2,
+                           "kernels": ["cn_pnpoly"]}
+    assert tr["used"] == 2 and tr["trials"] == 200 and tr["first"]
+    from tunex.cli import _transfer_text
+
+    assert "2 of them from the recordings tunex ships (--no-prior leaves them out)" in \
+        _transfer_text(tr, None)
+    assert main(["search", "--target", f"replay:{data}", "--budget", "7trials", "--db",
+                 str(tmp_path / "c.db"), "-q", "--seed", "0", "--no-prior"]) == 0
+    assert "transfer" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
 def test_a_warm_start_is_shown_with_what_it_took(tmp_path, capsys):
     db = str(tmp_path / "w.db")
     for gpu in ("RTX_2080_Ti", "RTX_3060_laptop"):
         assert main(["search", "--target", f"replay:{recorded(f'pnpoly/{gpu}.json.gz')}",
-                     "--budget", "12trials", "--db", db, "-q", "--seed", "0"]) == 0
+                     "--budget", "12trials", "--db", db, "-q", "--seed", "0",
+                     "--no-prior"]) == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["transfer"]["used"] == 1 and line["transfer"]["trials"] == 12
     assert len(line["transfer"]["first"]) == 2
     data = recorded("pnpoly/RTX_3060_laptop.json.gz")
     assert main(["search", "--target", f"replay:{data}", "--budget", "14trials", "--db", db,
-                 "--seed", "0"]) == 0
+                 "--seed", "0", "--no-prior"]) == 0
     table = " ".join("".join(capsys.readouterr()).split())  # the table, on stderr
     assert "warm start from 1 of 1 other workload (12 trials)" in table
     assert "--no-transfer: search cold" in table
     assert main(["search", "--target", f"replay:{data}", "--budget", "16trials", "--db", db,
-                 "-q", "--no-transfer"]) == 0
+                 "-q", "--no-transfer", "--no-prior"]) == 0
     assert "transfer" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
@@ -95,10 +124,10 @@ def test_a_warm_start_takes_trials_of_an_older_space_of_the_kernel(tmp_path, cap
     db = str(tmp_path / "v.db")
     assert main(["search", "--target",
                  f"replay:{recorded('convolution_kt/RTX_3090.json.gz')}", "--budget",
-                 "12trials", "--db", db, "-q", "--seed", "0"]) == 0
+                 "12trials", "--db", db, "-q", "--seed", "0", "--no-prior"]) == 0
     capsys.readouterr()
     assert main(["search", "--target", f"replay:{recorded('convolution/A4000.json.gz')}",
-                 "--budget", "4trials", "--db", db, "-q", "--seed", "0"]) == 0
+                 "--budget", "4trials", "--db", db, "-q", "--seed", "0", "--no-prior"]) == 0
     tr = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["transfer"]
     assert tr["used"] == 1 and tr["other_space"] == 1 and tr["trials"] == 12
     assert tr["first"] == []  # none of its configs is a point of the newer space

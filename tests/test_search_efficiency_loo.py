@@ -257,6 +257,12 @@ def test_prior_sources_are_the_shipped_prior_less_the_spaces_own_kernel():
     assert {s.split()[0] for s in rec["sources"]} == {"flash_attention", "matmul_tma"}
     assert rec["transfer"]["prior"]["kernels"] == ["flash_attention", "matmul_tma"]
     assert se.prior_code().startswith("prior:")
+    # --sources prior-space: less the held-out recording only; pnpoly on the RTX 2080 Ti
+    # starts from the shipped search of pnpoly on the RTX 3060 laptop, never from its own
+    out = se.run_loo_warm(members[1:], 0, 3, 3, {"base": "{}"}, optima, warm_budget=2,
+                          prior=True, prior_space=True)["base"]
+    assert out["pnpoly/a"]["warm"]["sources"] == ["cn_pnpoly {'problem_size': 20000000}"]
+    assert out["pnpoly/a"]["warm"]["transfer"]["prior"]["workloads"] == 1
 
 
 def test_the_patience_report_stops_each_run_where_the_tuner_would():

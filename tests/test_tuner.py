@@ -258,7 +258,8 @@ def test_transfer_warm_start_from_other_workloads(tmp_path):
     dst = ReplayTarget(recorded("convolution/A100.json.gz"))
     with Database(tmp_path / "x.db") as db:
         Tuner(src, src.space, db=db, strategy="random", seed=0, budget="150trials").run()
-        tuner = Tuner(dst, dst.space, db=db, strategy="model", seed=0, budget="5trials")
+        tuner = Tuner(dst, dst.space, db=db, strategy="model", seed=0, budget="5trials",
+                      prior=False)  # the database's workloads alone, not the shipped ones
         res = tuner.run()
         assert tuner.strategy._other is not None  # trained on the A4000 trials
         assert db.count(dst.workload()) == 5
@@ -356,7 +357,7 @@ def test_a_first_search_takes_related_kernels_of_its_own_device_only(tmp_path):
         with Database(tmp_path / f"{target.path.name}.db") as db:
             Tuner(ded, ded.space, db=db, strategy="random", seed=0, budget="20trials").run()
             res = Tuner(target, target.space, db=db, strategy="model", seed=0,
-                        budget="2trials").run()
+                        budget="2trials", prior=False).run()
             if target is other:
                 assert res.transfer == {"workloads": 0, "used": 0,
                                         "like_candidates": ["dedispersion_kernel"]}
@@ -435,7 +436,8 @@ def test_first_configs_build_while_the_warm_start_runs(tmp_path):
     with Database(tmp_path / "w.db") as db:
         Tuner(src, src.space, db=db, strategy="random", seed=0, budget="30trials").run()
         res = Tuner(dst, dst.space, db=db, strategy=Watched(dst.space, seed=0), batch=1,
-                    budget="4trials", first=first, executor=ex, remeasure=0).run()
+                    budget="4trials", first=first, executor=ex, remeasure=0,
+                    prior=False).run()
         assert seen == [[first[0]]]  # the batch's one given config, the second waits
         assert [m.config for m in db.measurements(res.workload)][:2] == first
         assert res.transfer is not None and res.transfer["used"] == 1

@@ -354,15 +354,14 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
         return (f"{n} other workload{'s' * (n != 1)} of this kernel"
                 + (f" or of {', '.join(kernels)} (--like)" if kernels else "")
                 + " in the database"
-                + (f" and of related kernels in {shipped['label']} ({shipped['workloads']})"
-                   if shipped else "")
+                + (f" and {shipped['workloads']} in {shipped['label']}" if shipped else "")
                 + ", none used: " + (tr.get("why") or f"left out: {left}"))
     out = (f"warm start from {tr['used']} of {n} other workload{'s' * (n != 1)} "
            f"({tr['trials']:,} trials"
            + (f"; of kernels named by --like among them: {', '.join(kernels)}" if kernels else "")
            + (f"; of related kernels among them (their spaces name most of its parameters; "
               f"--no-related leaves them out): {', '.join(related)}" if related else "")
-           + (f"; {shipped['workloads']} of them from {shipped['label']} of this device "
+           + (f"; {shipped['workloads']} of them from {shipped['label']} "
               "(--no-prior leaves them out)" if shipped else "")
            + ")" + (f"; left out: {left}" if left else ""))
     if tr.get("other_space"):
@@ -802,8 +801,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "its parameters (by default: beside this kernel's other workloads, and on "
                    "its first search those measured on this device)")
     s.add_argument("--no-prior", action="store_true",
-                   help="do not warm-start from the related kernels tunex ships measured on "
-                   "this device (its Triton kernels on an NVIDIA H200): only the database's")
+                   help="do not warm-start from the recordings tunex ships (searches of this "
+                   "kernel on other devices, and of related kernels on this device: its "
+                   "Triton kernels on an NVIDIA H200, Kernel Tuner's public convolution, "
+                   "dedispersion, CLBlast GEMM and pnpoly on several GPUs): only the "
+                   "database's")
     s.add_argument("--no-baseline", action="store_true",
                    help="C kernels: do not measure the winner against the kernel's plain C "
                    "form at -O3 when the search ends")

@@ -163,10 +163,11 @@ class Tuner:
             634 of 680 runs on the H200 Triton kernels against 495 cold, level on Kernel
             Tuner's; benchmarks/RESULTS.md). Where none was measured on this device, the
             result's ``transfer`` lists them (``like_candidates``).
-        prior: trials measured elsewhere that join the related kernels (``related`` on):
-            ``True``, the prior tunex ships (searches of its Triton kernels on an H200); a
-            :class:`~tunex.db.prior.Prior` (``Prior.load`` of a trials export); ``False``,
-            none. Only workloads measured on this device are taken
+        prior: trials measured elsewhere that join the warm start (``related`` on): ``True``,
+            the priors tunex ships (searches of its Triton kernels on an H200, and of Kernel
+            Tuner's public recordings on several GPUs); a :class:`~tunex.db.prior.Prior`
+            (``Prior.load`` of a trials export); ``False``, none. The same kernel's workloads
+            are taken from any device, other kernels' only where measured on this device
             (:meth:`~tunex.db.prior.Prior.related`); the database's own trials of a workload
             come before the prior's.
         first: configs to measure before the strategy proposes (a default config, the best
@@ -228,7 +229,7 @@ class Tuner:
         self.like = [k for k in dict.fromkeys(like) if k != workload.kernel]
         self.related = bool(related)
         if not isinstance(prior, (Prior, bool)) and prior is not None:
-            raise ConfigError(f"Tuner prior={prior!r}: give True (tunex's recordings), False, "
+            raise ConfigError(f"Tuner prior={prior!r}: give True (the recordings tunex ships), False, "
                               "or a tunex.db.prior.Prior (Prior.load('trials.jsonl'))")
         self.prior = prior
         self.first = list(dict.fromkeys(c for c in first if c in space))
@@ -535,7 +536,7 @@ class Tuner:
     def _prior(self) -> Prior | None:
         if isinstance(self.prior, Prior):
             return self.prior
-        return Prior.shipped(self.workload.device) if self.prior else None
+        return Prior.shipped(self.workload.device, self.workload.kernel) if self.prior else None
 
     def _measured_elsewhere(self, configs: set[Config]) -> list[Measurement]:
         return [m for m in self.db.measurements(self.workload) if m.config in configs]

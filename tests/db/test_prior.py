@@ -43,21 +43,48 @@ def test_the_shipped_prior_is_a_search_of_each_h200_recording():
         found += min(m.value for m in ms if m.ok) == pytest.approx(recording.optimum())
     assert found >= 12
 
-def test_on_another_device_the_prior_is_empty_without_being_read(monkeypatch):
-    """A search on any other device pays nothing: no shipped file names it, so nothing is
-    parsed (the parse is made to fail to show it is not reached)."""
+def test_the_kernel_tuner_prior_is_a_search_of_each_hub_recording():
+    """The second shipped prior holds, for each of the 13 Kernel Tuner recordings of the FAIR
+    hub, a 100-trial search under the workload the replay measures (its kernel name, problem
+    size and device), every trial a recorded point with its recorded time."""
+    prior = Prior.shipped(kernel="convolution_kernel")
+    assert prior.kernels == ["Xgemm", "cn_pnpoly", "convolution_kernel", "dedispersion_kernel"]
+    assert len(prior.workloads) == 13
+    paths = sorted(Path(recorded("convolution/A100.json.gz")).parent.parent.glob("*/*.json.gz"))
+    assert len(paths) == 13
+    for path in paths:
+        recording = ReplayTarget(path)
+        (w, ms), = [(w, ms) for w, ms in prior.workloads if w == recording.workload()]
+        assert prior.names[w] == set(recording.space.names) and len(ms) == 100
+        assert len({m.config for m in ms}) == 100
+        for m in ms[:20]:
+            if m.ok:
+                assert m.value == pytest.approx(recording.true_time(m.config))
+
+
+def test_a_search_reads_only_the_shipped_files_that_name_its_device_or_kernel(monkeypatch):
+    """A search of another kernel on another device pays nothing: no shipped file names
+    either, so nothing is parsed (the parse is made to fail to show it is not reached); one on
+    the H200 reads the H200 file alone, one of Kernel Tuner's convolution on any GPU the
+    hub's."""
     import tunex.db.prior as mod
 
-    def boom() -> Prior:
-        raise AssertionError("the shipped prior was read")
+    read: list[tuple[str, ...]] = []
 
-    monkeypatch.setattr(mod, "_shipped", boom)
-    assert Prior.shipped("NVIDIA A100-PCIE-40GB").workloads == ()
-    with pytest.raises(AssertionError, match="was read"):
-        Prior.shipped(H200)
+    def spy(paths: tuple[Path, ...]) -> Prior:
+        read.append(tuple(p.name for p in paths))
+        return Prior()
+
+    monkeypatch.setattr(mod, "_shipped", spy)
+    assert Prior.shipped("AMD Instinct MI300X", "rowsum").workloads == () and read == []
+    Prior.shipped(H200, "rowsum")
+    Prior.shipped("NVIDIA GeForce RTX 4090", "convolution_kernel")
+    Prior.shipped(H200, "convolution_kernel")
+    assert read == [("h200_triton.jsonl.gz",), ("kernel_tuner_hub.jsonl.gz",),
+                    ("h200_triton.jsonl.gz", "kernel_tuner_hub.jsonl.gz")]
 
 
-def test_related_takes_the_same_device_most_names_and_never_the_workload_itself():
+def test_related_takes_the_kernel_anywhere_others_on_the_device_and_never_itself():
     space_names = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps"]
 
     def w(kernel: str, device: str, m: int = 64) -> Workload:
@@ -66,16 +93,22 @@ def test_related_takes_the_same_device_most_names_and_never_the_workload_itself(
     ok = [Measurement(Config({"BLOCK_M": 16}), Status.OK, (1.0,))]
     here, near, far, other = (w("mm", "gpu0"), w("mm2", "gpu0"), w("mm2", "gpu1"),
                               w("sm", "gpu0"))
-    sibling = w("mm", "gpu0", 128)
-    prior = Prior(((near, tuple(ok)), (far, tuple(ok)), (other, tuple(ok)), (here, tuple(ok)),
-                   (sibling, tuple(ok))),
+    sibling, abroad, unnamed = w("mm", "gpu0", 128), w("mm", "gpu1"), w("mm2", "")
+    prior = Prior(tuple((x, tuple(ok)) for x in (near, far, other, here, sibling, abroad,
+                                                  unnamed)),
                   {near: frozenset(["BLOCK_M", "BLOCK_N", "BLOCK_K"]),
                    far: frozenset(space_names), other: frozenset(["BLOCK_N", "num_warps"]),
-                   here: frozenset(space_names), sibling: frozenset(space_names)})
-    taken = [x for x, _ in prior.related(here, space_names)]
-    # the same kernel's first; another device, half the names or fewer, itself: left out
-    assert taken == [sibling, near]
+                   here: frozenset(space_names), sibling: frozenset(space_names),
+                   abroad: frozenset(space_names), unnamed: frozenset(space_names)})
+    # the same kernel's first, from any device; another kernel's only from this device (an
+    # unnamed device is nobody's); half the names or fewer, itself: left out
+    assert [x for x, _ in prior.related(here, space_names)] == [sibling, abroad, near]
+    assert [x for x, _ in prior.related(w("mm", ""), space_names)] == [here, sibling, abroad]
     assert [x for x, _ in prior.without({"mm"}).related(here, space_names)] == [near]
+    # less the held-out workload's kernel, problem and device, whatever its source hash
+    twin = Workload("mm", "other-hash", {"M": 64}, {"device": "gpu0"})
+    assert [x for x, _ in prior.without(like=twin).related(twin, space_names)] == [
+        sibling, abroad, near]
 
 
 def test_a_db_export_is_a_prior_and_a_broken_one_says_which_file(tmp_path):
@@ -109,21 +142,21 @@ def test_a_first_search_on_the_h200_starts_from_the_shipped_related_kernels(tmp_
         res = Tuner(target, target.space, db=db, strategy="model", seed=0,
                     budget="3trials", remeasure=0).run()
         tr = res.transfer
-        assert tr is not None and tr["prior"]["label"] == "tunex's recordings"
+        assert tr is not None and tr["prior"]["label"] == "the recordings tunex ships"
         assert tr["prior"]["kernels"] == ["flash_attention", "matmul", "matmul_tma"]
         assert tr["workloads"] == tr["prior"]["workloads"] == 11  # 4 + 4 + 3, not itself
         assert tr["related"] == ["flash_attention", "matmul_tma"]
         assert tr["first"]  # their best configs came first
         from tunex.cli import _transfer_text
 
-        assert ("11 of them from tunex's recordings of this device (--no-prior leaves them "
-                "out)") in _transfer_text(tr, None)
+        assert ("11 of them from the recordings tunex ships (--no-prior leaves them out)"
+                in _transfer_text(tr, None))
         cold = Tuner(target, target.space, db=db, strategy="model", seed=0,
                      budget="3trials", remeasure=0, prior=False)
         assert cold.run().transfer is None  # the database holds only this workload
-    kt = ReplayTarget(recorded("convolution/A100.json.gz"))
-    assert Tuner(kt, kt.space, strategy="model", seed=0, budget="2trials",
-                 remeasure=0).run().transfer is None
+    kt = ReplayTarget(recorded("convolution/A100.json.gz"))  # no H200 kernel in its space
+    assert "h200_triton" not in str(Tuner(kt, kt.space, strategy="model", seed=0,
+                                          budget="1trials", remeasure=0)._prior().label)
     with pytest.raises(ConfigError, match=r"Prior\.load"):
         Tuner(target, target.space, prior="tunex.jsonl")  # type: ignore[arg-type]
 

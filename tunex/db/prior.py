@@ -1,21 +1,30 @@
 """A prior: trials measured elsewhere that a kernel's first search may learn from.
 
-A kernel's first search on a device knows nothing of it; what tunex knows of the device is how
-other kernels' configs ran there. A prior holds such trials: whole workloads (the kernel, its
-problem, the device), each with its trials and its declared space, read from a trials export
-(``tunex db export --format jsonl``; json and gzip'd files too). tunex ships one: a 100-trial
-search of each of its own Triton kernels' recorded spaces (matmul, matmul with TMA, flash
-attention, softmax, layernorm) on an NVIDIA H200 (``benchmarks/data``;
-``benchmarks/make_prior.py`` builds it).
+A kernel's first search on a device knows nothing of it; what tunex knows is how the same
+kernel ran elsewhere (other devices, other problems) and how other kernels' configs ran on this
+device. A prior holds such trials: whole workloads (the kernel, its problem, the device), each
+with its trials and its declared space, read from a trials export (``tunex db export --format
+jsonl``; json and gzip'd files too). tunex ships two, each a 100-trial search of every recorded
+space of a set (``benchmarks/make_prior.py`` builds them):
 
-The Tuner adds a prior's workloads to a warm start the way it adds the database's related
-kernels (:meth:`Prior.related`): only those measured **on the same device**, only kernels whose
-declared spaces name more than half of the searched space's parameters, never the workload
-searched itself. Of another kernel they are *guessed* (related by parameter names only), which
-the default strategy trusts less: half of its proposals before its first evidence check, and
-kept only while their model ranks this workload's own trials above chance. Of the same kernel
-(same name) they are its other workloads, as the database's would be. Leave-one-out, each
-kernel's prior without that kernel: benchmarks/RESULTS.md, "the prior tunex ships".
+- ``h200_triton``: its own Triton kernels (matmul, matmul with TMA, flash attention, softmax,
+  layernorm) on an NVIDIA H200 (``benchmarks/data``);
+- ``kernel_tuner_hub``: the public Kernel Tuner recordings of the FAIR auto-tuning benchmark
+  hub (DOI 10.5281/zenodo.15364124, MIT licence, ``prior_data/LICENSE.kernel_tuner_hub``):
+  2-D convolution (``convolution_kernel``) on seven GPUs, dedispersion
+  (``dedispersion_kernel``) on two, CLBlast's ``Xgemm`` on two and point-in-polygon
+  (``cn_pnpoly``) on two.
+
+The Tuner adds a prior's workloads to a warm start the way it adds the database's
+(:meth:`Prior.related`): **the same kernel's** (same name) on any device or problem, as its
+other workloads in the database would be, and **other kernels' measured on the same device**;
+in both cases only where their declared spaces name more than half of the searched space's
+parameters, and never the workload searched itself. Another kernel's are *guessed* (related by
+parameter names only), which the default strategy trusts less: half of its proposals before
+its first evidence check, and kept only while their model ranks this workload's own trials
+above chance. Leave-one-out: benchmarks/RESULTS.md, "the prior tunex ships" (each kernel's
+prior without that kernel) and "the Kernel Tuner recordings as a prior" (each recording's prior
+without that recording).
 
     from tunex.db.prior import Prior
 
@@ -84,46 +93,57 @@ class Prior:
                    label if label is not None else ", ".join(Path(p).name for p in paths))
 
     @classmethod
-    def shipped(cls, device: object = None) -> Prior:
-        """tunex's own recordings (read once per process); with ``device``, an empty prior
-        where none of them ran on it (found without reading them: a first search on any other
-        machine pays nothing for the prior)."""
-        if device is not None and not _ships(json.dumps(device)):
-            return Prior(label=_LABEL)
-        return _shipped()
+    def shipped(cls, device: object = None, kernel: str | None = None) -> Prior:
+        """The priors tunex ships (each file read once per process); with ``device`` (and
+        ``kernel``), only the files that name that device (or kernel) in a workload, found
+        without parsing them: a first search of another kernel on another machine pays nothing
+        for the prior."""
+        if device is None and kernel is None:
+            return _shipped(SHIPPED)
+        needles = [f'"device": {json.dumps(device)}'] if device is not None else []
+        if kernel is not None:
+            needles.append(f'"kernel": {json.dumps(kernel)}')
+        files = tuple(p for p in SHIPPED if any(_ships(p, n) for n in needles))
+        return _shipped(files) if files else Prior(label=_LABEL)
 
     @property
     def kernels(self) -> list[str]:
         return sorted({w.kernel for w, _ in self.workloads})
 
-    def without(self, kernels: Iterable[str]) -> Prior:
-        """This prior less the workloads of ``kernels`` (a leave-one-out benchmark's)."""
+    def without(self, kernels: Iterable[str] = (), like: Workload | None = None) -> Prior:
+        """This prior less the workloads of ``kernels`` and, with ``like``, less every
+        workload of its kernel, problem and device (the same space measured, whatever its
+        source hash): a leave-one-out benchmark's held-out kernel or recording."""
         drop = set(kernels)
-        kept = tuple((w, ms) for w, ms in self.workloads if w.kernel not in drop)
+        kept = tuple((w, ms) for w, ms in self.workloads if w.kernel not in drop and not (
+            like is not None and (w.kernel, w.device) == (like.kernel, like.device)
+            and w.problem == like.problem))
         return Prior(kept, {w: self.names[w] for w, _ in kept}, self.label)
 
     def related(self, workload: Workload, names: Sequence[str]
                 ) -> list[tuple[Workload, list[Measurement]]]:
         """The workloads a search of ``workload`` over a space of parameters ``names`` may
-        learn from: measured on the same device, of a kernel whose space names more than half
-        of ``names``, not ``workload`` itself; the same kernel's first."""
+        learn from: of the same kernel on any device, or of another kernel measured on the
+        same (named) device; either way of a space that names more than half of ``names``,
+        and not ``workload`` itself. The same kernel's first."""
         out = [(w, list(ms)) for w, ms in self.workloads
-               if w != workload and w.device == workload.device and ms
+               if w != workload and ms and (w.kernel == workload.kernel or (
+                   w.device and w.device == workload.device))
                and names_most(names, self.names.get(w, ()))]
         out.sort(key=lambda wm: wm[0].kernel != workload.kernel)
         return out
 
 
-_LABEL = "tunex's recordings"
+_LABEL = "the recordings tunex ships"
 
 
 @functools.cache
-def _shipped() -> Prior:
-    return Prior.load(*SHIPPED, label=_LABEL)
+def _shipped(paths: tuple[Path, ...]) -> Prior:
+    return Prior.load(*paths, label=_LABEL)
 
 
 @functools.cache
-def _ships(device: str) -> bool:
-    """Whether a shipped file names ``device`` (JSON) as a workload's device."""
-    return any(f'"device": {device}'.encode() in gzip.decompress(p.read_bytes())
-               for p in SHIPPED)
+def _ships(path: Path, needle: str) -> bool:
+    """Whether the shipped file ``path`` holds ``needle`` (a workload's device or kernel as
+    its export writes them)."""
+    return needle.encode() in gzip.decompress(path.read_bytes())
