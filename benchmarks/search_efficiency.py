@@ -384,11 +384,13 @@ def tunex_code() -> str:
 
 def prior_code() -> str:
     """A hash of the prior tunex ships (``--sources prior``: a rebuilt prior means new
-    results; the sources' hash does not cover it)."""
+    results; the sources' hash does not cover it), or of the trials exports named by
+    ``$TUNEX_BENCH_PRIOR`` (paths joined by the OS's path separator), which stand for it."""
     from tunex.db.prior import SHIPPED
 
     h = hashlib.sha256()
-    for f in SHIPPED:
+    given = os.environ.get("TUNEX_BENCH_PRIOR")
+    for f in [Path(x) for x in given.split(os.pathsep)] if given else SHIPPED:
         h.update(gzip.decompress(f.read_bytes()))
     return "prior:" + h.hexdigest()[:12]
 
@@ -1012,8 +1014,10 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
         for space, path in members:
             kernel = pool[space]["_workload"].kernel  # other kernels here: related by names
             if prior:
-                held_out = (Prior.shipped().without(like=pool[space]["_workload"])
-                            if prior_space else Prior.shipped().without({kernel}))
+                whole = (Prior.load(*os.environ["TUNEX_BENCH_PRIOR"].split(os.pathsep))
+                         if os.environ.get("TUNEX_BENCH_PRIOR") else Prior.shipped())
+                held_out = (whole.without(like=pool[space]["_workload"])
+                            if prior_space else whole.without({kernel}))
                 rec = run_tunex(Path(path), "model", seed, warm_budget or budget,
                                 optima[space], prior=held_out)
                 taken = held_out.related(pool[space]["_workload"], _kernel_and_names(path)[1])

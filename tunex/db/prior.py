@@ -5,7 +5,8 @@ kernel ran elsewhere (other devices, other problems) and how other kernels' conf
 device. A prior holds such trials: whole workloads (the kernel, its problem, the device), each
 with its trials and its declared space, read from a trials export (``tunex db export --format
 jsonl``; json and gzip'd files too). tunex ships two, each a 100-trial search of every recorded
-space of a set (``benchmarks/make_prior.py`` builds them):
+space of a set (``benchmarks/make_prior.py`` builds them), the second with each recording's 20
+best configs as well (what the exhaustive tuning that recorded it holds):
 
 - ``h200_triton``: its own Triton kernels (matmul, matmul with TMA, flash attention, softmax,
   layernorm) on an NVIDIA H200 (``benchmarks/data``);
