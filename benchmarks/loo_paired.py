@@ -19,8 +19,14 @@ variant, space and seed. This reads them back:
     # 50 trials) whose mean trials exceed 1.2x random's expectation (the facts of each space
     # are read from the first file that holds them)
 
-``FILE:NAME`` names a file and the variant stored in it; a later ``--base`` file adds spaces
-(or seeds) the earlier ones lack and does not replace runs they have.
+    # a --no-cold file's warm runs against its own cold ones (each space's prior, siblings,
+    # ... against the same seed's cold search): NAME/warm
+    python benchmarks/loo_paired.py --base R/kt_prior_top20_seeds0-19.json.gz:model \
+        --variant R/kt_prior_top20_seeds0-19.json.gz:model/warm
+
+``FILE:NAME`` names a file and the variant stored in it (``NAME/warm``: its warm runs, not its
+cold ones); a later ``--base`` file adds spaces (or seeds) the earlier ones lack and does not
+replace runs they have.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from typing import Any
 def read(spec: str) -> tuple[dict[str, Any], dict[tuple[str, int], int | None]]:
     """``FILE:NAME`` -> (the file's facts per space, ``{(space, seed): trials to 95%}``)."""
     path, _, name = spec.rpartition(":")
+    name, _, part = name.partition("/")
     raw = Path(path).read_bytes()
     doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)["loo"]
     if name not in doc["runs"]:
@@ -44,7 +51,8 @@ def read(spec: str) -> tuple[dict[str, Any], dict[tuple[str, int], int | None]]:
     runs = {}
     for space, seeds in doc["runs"][name].items():
         for seed, rec in seeds.items():
-            cold = rec.get("cold") or rec.get("cold_default")
+            cold = rec.get("warm") if part == "warm" else (rec.get("cold")
+                                                           or rec.get("cold_default"))
             if cold is not None:
                 t = cold.get("t95")
                 runs[(space, int(seed))] = None if t in (None, "None") else int(t)
@@ -90,9 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         pval = float(wilcoxon(nz).pvalue) if nz else 1.0
         print(f"{len(keys)} paired runs: mean log2 {statistics.fmean(d):+.3f} (> 0: the "
               f"variant faster), faster {sum(x > 0 for x in d)} / slower "
-              f"{sum(x < 0 for x in d)}, Wilcoxon p {pval:.2f}; within 95% by "
+              f"{sum(x < 0 for x in d)}, Wilcoxon p {pval:.2g}; within 95% by "
               f"{args.budget}: base {sum(t(base[k]) <= args.budget for k in keys)}, variant "
-              f"{sum(t(var[k]) <= args.budget for k in keys)}")
+              f"{sum(t(var[k]) <= args.budget for k in keys)}; by 20: base "
+              f"{sum(t(base[k]) <= 20 for k in keys)}, variant "
+              f"{sum(t(var[k]) <= 20 for k in keys)}")
         fams: dict[str, list[float]] = {}
         for k, x in zip(keys, d):
             fams.setdefault(k[0].split("/")[0], []).append(x)

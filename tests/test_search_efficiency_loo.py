@@ -322,6 +322,16 @@ def test_loo_paired_sums_and_pairs_stored_runs(tmp_path, capsys):
     assert "f/a (2.73, 2 runs)" in out and "f/b (2.00, 2 runs)" in out
     assert lp.main(["--base", base, "--seeds", "1"]) == 0
     assert "1 of 1 runs" in capsys.readouterr().out
+    # a --no-cold file: NAME/warm reads its warm runs, NAME its cold ones, paired seed by seed
+    doc = {"loo": {"facts": facts, "runs": {"m": {"f/a": {
+        "0": {"cold_default": {"t95": 40}, "warm": {"t95": 10}},
+        "1": {"cold_default": {"t95": 10}, "warm": {"t95": None}}}}}}}
+    (tmp_path / "w.json").write_text(json.dumps(doc))
+    w = f"{tmp_path / 'w.json'}"
+    assert lp.main(["--base", f"{w}:m", "--variant", f"{w}:m/warm"]) == 0
+    out = capsys.readouterr().out  # 40 -> 10 (+2), 10 -> a miss, 101 (-3.34)
+    assert "2 paired runs: mean log2 -0.668" in out and "faster 1 / slower 1" in out
+    assert "by 20: base 1, variant 1" in out
 
 
 def test_batch_asks_that_many_configs_before_any_is_measured(monkeypatch):
