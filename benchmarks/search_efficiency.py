@@ -1639,7 +1639,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "nothing but the prior tunex ships (tunex.db.prior) less the space's "
                         "own kernel, as a first search on the device it was recorded on takes "
                         "it, or (prior-space) the shipped prior less the space's own recording "
-                        "(the same kernel's other devices and problems stay), or (chained) its siblings as the decorator records them: tuned "
+                        "(the same kernel's other devices and problems stay), or (chained) its "
+                        "siblings as the decorator records them: tuned "
                         "one after another, each warm-started from those before it, with "
                         "--batch in flight and --source-budget trials")
     p.add_argument("--related-device", choices=("any", "same"), default="any",

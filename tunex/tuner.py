@@ -229,8 +229,8 @@ class Tuner:
         self.like = [k for k in dict.fromkeys(like) if k != workload.kernel]
         self.related = bool(related)
         if not isinstance(prior, (Prior, bool)) and prior is not None:
-            raise ConfigError(f"Tuner prior={prior!r}: give True (the recordings tunex ships), False, "
-                              "or a tunex.db.prior.Prior (Prior.load('trials.jsonl'))")
+            raise ConfigError(f"Tuner prior={prior!r}: give True (the recordings tunex ships), "
+                              "False, or a tunex.db.prior.Prior (Prior.load('trials.jsonl'))")
         self.prior = prior
         self.first = list(dict.fromkeys(c for c in first if c in space))
         self.on_trial = on_trial
