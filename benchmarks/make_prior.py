@@ -12,6 +12,8 @@ shipped: a warm start on thousands of other trials costs each proposal 150 ms in
 (benchmarks/RESULTS.md, "the prior").
 
     python benchmarks/make_prior.py     # tunex's H200 recordings -> prior_data/h200_triton
+    python benchmarks/make_prior.py --data benchmarks/data/riscv \
+        --out tunex/db/prior_data/riscv_rvv.jsonl.gz          # its RVV kernels, X60 and X280
     python benchmarks/make_prior.py --data ../shared/data/spaces/kernel_tuner --top 20 \
         --out tunex/db/prior_data/kernel_tuner_hub.jsonl.gz   # the FAIR hub's caches
 

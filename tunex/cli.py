@@ -803,9 +803,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-prior", action="store_true",
                    help="do not warm-start from the recordings tunex ships (searches of this "
                    "kernel on other devices, and of related kernels on this device: its "
-                   "Triton kernels on an NVIDIA H200, Kernel Tuner's public convolution, "
-                   "dedispersion, CLBlast GEMM and pnpoly on several GPUs): only the "
-                   "database's")
+                   "Triton kernels on an NVIDIA H200, its RVV kernels on the X60 and X280, "
+                   "Kernel Tuner's public convolution, dedispersion, CLBlast GEMM and pnpoly "
+                   "on several GPUs): only the database's")
     s.add_argument("--no-baseline", action="store_true",
                    help="C kernels: do not measure the winner against the kernel's plain C "
                    "form at -O3 when the search ends")

@@ -163,13 +163,13 @@ class Tuner:
             634 of 680 runs on the H200 Triton kernels against 495 cold, level on Kernel
             Tuner's; benchmarks/RESULTS.md). Where none was measured on this device, the
             result's ``transfer`` lists them (``like_candidates``).
-        prior: trials measured elsewhere that join the warm start (``related`` on): ``True``,
-            the priors tunex ships (searches of its Triton kernels on an H200, and of Kernel
-            Tuner's public recordings on several GPUs); a :class:`~tunex.db.prior.Prior`
-            (``Prior.load`` of a trials export); ``False``, none. The same kernel's workloads
-            are taken from any device, other kernels' only where measured on this device
-            (:meth:`~tunex.db.prior.Prior.related`); the database's own trials of a workload
-            come before the prior's.
+        prior: trials measured elsewhere that join the warm start (``related`` on): ``True``, the
+            priors tunex ships (searches of its Triton kernels on an H200, its RVV kernels on the
+            X60 and X280, and Kernel Tuner's public recordings on several GPUs); a
+            :class:`~tunex.db.prior.Prior` (``Prior.load`` of a trials export); ``False``, none.
+            The same kernel's workloads are taken from any device, other kernels' only where
+            measured on this device (:meth:`~tunex.db.prior.Prior.related`); the database's own
+            trials of a workload come before the prior's.
         first: configs to measure before the strategy proposes (a default config, the best
             configs of related workloads); each is told to the strategy like any trial.
         on_trial: called with each recorded measurement and its trial number.

@@ -66,6 +66,24 @@ def test_the_kernel_tuner_prior_is_a_search_of_each_hub_recording():
         assert {m.config for m in ms} >= set(best)
 
 
+def test_the_rvv_prior_starts_a_search_of_its_kernels_at_a_new_size_from_the_others():
+    """The third shipped prior holds, for each of the 12 RVV recordings (three kernels, two
+    sizes, X60 and X280), a 100-trial search under the workload it measured; a first search
+    of one of them replayed takes the kernel's three other workloads, never itself, and
+    proposes their best configs first."""
+    rvv = DATA / "riscv"
+    prior = Prior.shipped(kernel="conv2d")
+    ours = [(w, ms) for w, ms in prior.workloads if w.kernel in ("conv2d", "sgemm", "softmax_c")]
+    assert len(ours) == 12 and all(len(ms) == 100 for _, ms in ours)
+    assert {w.device for w, _ in ours} == {"riscv-sim:x60", "riscv-sim:x280"}
+    target = ReplayTarget(rvv / "conv2d" / "x60-8x32x18x18.json.gz")
+    res = Tuner(target, target.space, strategy="model", seed=0, budget="3trials",
+                remeasure=0).run()
+    tr = res.transfer
+    assert tr is not None and tr["prior"]["workloads"] == 3 == tr["used"]  # not its own
+    assert tr["prior"]["kernels"] == ["conv2d"] and tr["first"]
+
+
 def test_a_search_reads_only_the_shipped_files_that_name_its_device_or_kernel(monkeypatch):
     """A search of another kernel on another device pays nothing: no shipped file names
     either, so nothing is parsed (the parse is made to fail to show it is not reached); one on
@@ -84,8 +102,10 @@ def test_a_search_reads_only_the_shipped_files_that_name_its_device_or_kernel(mo
     Prior.shipped(H200, "rowsum")
     Prior.shipped("NVIDIA GeForce RTX 4090", "convolution_kernel")
     Prior.shipped(H200, "convolution_kernel")
+    Prior.shipped("riscv-sim:x60", "rowsum")
     assert read == [("h200_triton.jsonl.gz",), ("kernel_tuner_hub.jsonl.gz",),
-                    ("h200_triton.jsonl.gz", "kernel_tuner_hub.jsonl.gz")]
+                    ("h200_triton.jsonl.gz", "kernel_tuner_hub.jsonl.gz"),
+                    ("riscv_rvv.jsonl.gz",)]
 
 
 def test_related_takes_the_kernel_anywhere_others_on_the_device_and_never_itself():
@@ -148,12 +168,14 @@ def test_a_first_search_on_the_h200_starts_from_the_shipped_related_kernels(tmp_
         tr = res.transfer
         assert tr is not None and tr["prior"]["label"] == "the recordings tunex ships"
         assert tr["prior"]["kernels"] == ["flash_attention", "matmul", "matmul_tma"]
-        assert tr["workloads"] == tr["prior"]["workloads"] == 11  # 4 + 4 + 3, not itself
+        # 3 other matmuls, 4 matmul_tma, 3 flash attention: not the recording replayed,
+        # whose own search the prior holds under the source hash it measured
+        assert tr["workloads"] == tr["prior"]["workloads"] == 10
         assert tr["related"] == ["flash_attention", "matmul_tma"]
         assert tr["first"]  # their best configs came first
         from tunex.cli import _transfer_text
 
-        assert ("11 of them from the recordings tunex ships (--no-prior leaves them out)"
+        assert ("10 of them from the recordings tunex ships (--no-prior leaves them out)"
                 in _transfer_text(tr, None))
         cold = Tuner(target, target.space, db=db, strategy="model", seed=0,
                      budget="3trials", remeasure=0, prior=False)

@@ -4,9 +4,9 @@ A kernel's first search on a device knows nothing of it; what tunex knows is how
 kernel ran elsewhere (other devices, other problems) and how other kernels' configs ran on this
 device. A prior holds such trials: whole workloads (the kernel, its problem, the device), each
 with its trials and its declared space, read from a trials export (``tunex db export --format
-jsonl``; json and gzip'd files too). tunex ships two, each a 100-trial search of every recorded
-space of a set (``benchmarks/make_prior.py`` builds them), the second with each recording's 20
-best configs as well (what the exhaustive tuning that recorded it holds):
+jsonl``; json and gzip'd files too). tunex ships three, each a 100-trial search of every recorded
+space of a set (``benchmarks/make_prior.py`` builds them), the Kernel Tuner one with each
+recording's 20 best configs as well (what the exhaustive tuning that recorded it holds):
 
 - ``h200_triton``: its own Triton kernels (matmul, matmul with TMA, flash attention, softmax,
   layernorm) on an NVIDIA H200 (``benchmarks/data``);
@@ -14,7 +14,11 @@ best configs as well (what the exhaustive tuning that recorded it holds):
   hub (DOI 10.5281/zenodo.15364124, MIT licence, ``prior_data/LICENSE.kernel_tuner_hub``):
   2-D convolution (``convolution_kernel``) on seven GPUs, dedispersion
   (``dedispersion_kernel``) on two, CLBlast's ``Xgemm`` on two and point-in-polygon
-  (``cn_pnpoly``) on two.
+  (``cn_pnpoly``) on two;
+- ``riscv_rvv``: its own RVV C kernels (``sgemm``, ``softmax_c``, ``conv2d``: LMUL, unroll,
+  tiles, loop order) at two problem sizes each on the simulated SpacemiT X60 and SiFive X280
+  (``benchmarks/data/riscv``), so a first search on another RVV core or board, or at another
+  size, starts from them.
 
 The Tuner adds a prior's workloads to a warm start the way it adds the database's
 (:meth:`Prior.related`): **the same kernel's** (same name) on any device or problem, as its
@@ -24,8 +28,8 @@ parameters, and never the workload searched itself. Another kernel's are *guesse
 parameter names only), which the default strategy trusts less: half of its proposals before
 its first evidence check, and kept only while their model ranks this workload's own trials
 above chance. Leave-one-out: benchmarks/RESULTS.md, "the prior tunex ships" (each kernel's
-prior without that kernel) and "the Kernel Tuner recordings as a prior" (each recording's prior
-without that recording).
+prior without that kernel), "the Kernel Tuner recordings as a prior" and "the RVV recordings as
+a prior" (each recording's prior without that recording).
 
     from tunex.db.prior import Prior
 
@@ -126,9 +130,11 @@ class Prior:
         """The workloads a search of ``workload`` over a space of parameters ``names`` may
         learn from: of the same kernel on any device, or of another kernel measured on the
         same (named) device; either way of a space that names more than half of ``names``,
-        and not ``workload`` itself. The same kernel's first."""
-        out = [(w, list(ms)) for w, ms in self.workloads
-               if w != workload and ms and (w.kernel == workload.kernel or (
+        and never the space searched: ``workload`` itself, or its kernel, problem and device
+        under another source hash (a replay of a recording the prior was built from, whose
+        answer it holds). The same kernel's first."""
+        out = [(w, list(ms)) for w, ms in self.without(like=workload).workloads
+               if ms and (w.kernel == workload.kernel or (
                    w.device and w.device == workload.device))
                and names_most(names, self.names.get(w, ()))]
         out.sort(key=lambda wm: wm[0].kernel != workload.kernel)

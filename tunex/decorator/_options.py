@@ -60,15 +60,15 @@ class AutotuneOptions:
             parameters: beside this kernel's other workloads, and on its first workload those
             measured on this device, trusted less (``False``: as ``tunex search
             --no-related``; :class:`~tunex.tuner.Tuner`'s ``related``).
-        prior: with ``related``, the recordings tunex ships (:mod:`tunex.db.prior`: searches
-            of its own Triton kernels on an NVIDIA H200, of Kernel Tuner's public kernels on
-            several GPUs) also start a kernel's first tuning, as they do ``tunex search``'s:
-            the same kernel's from any device, other kernels' measured on this device (where
-            no shipped file names the device or the kernel, nothing is read). On the H200,
-            two kernels of a user's own at four shapes each, two runs: 1.094-1.098x
-            ``triton.autotune`` against 1.058-1.095x without it, and the shape where tuning matters most reached
-            95% of its best at trial 8 instead of 36-39; the first trial of the first shape
-            comes 1.3-2.5 s later (benchmarks/RESULTS.md, "the prior in the decorator").
+        prior: with ``related``, the recordings tunex ships (:mod:`tunex.db.prior`: searches of its
+            own Triton kernels on an NVIDIA H200 and RVV kernels on two RISC-V cores, of Kernel
+            Tuner's public kernels on several GPUs) also start a kernel's first tuning, as they do
+            ``tunex search``'s: the same kernel's from any device, other kernels' measured on this
+            device (where no shipped file names the device or the kernel, nothing is read). On the
+            H200, two kernels of a user's own at four shapes each, two runs: 1.094-1.098x
+            ``triton.autotune`` against 1.058-1.095x without it, and the shape where tuning matters
+            most reached 95% of its best at trial 8 instead of 36-39; the first trial of the first
+            shape comes 1.3-2.5 s later (benchmarks/RESULTS.md, "the prior in the decorator").
             ``False``: none.
         db: the tuning database (path, URL or :class:`~tunex.db.Database`); default
             ``TUNEX_DB``, else ``~/.cache/tunex/tunex.db``.
