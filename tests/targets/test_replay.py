@@ -384,6 +384,7 @@ def test_t4_results_replay_as_their_configurations(tmp_path):
     noisy = ReplayTarget(p, noisy=True, seed=0)
     draws = {noisy.measure(noisy.build(w, Config(a=32, b=1))).times_ms[0] for _ in range(30)}
     assert draws == {1.0, 0.9, 1.2}
+    saved = json.dumps(doc)
     # the FAIR hub's T4 files spell the unit out, or leave it to the file's metadata
     doc["results"][1]["measurements"][0]["unit"] = "Milliseconds"
     p.write_text(json.dumps(doc))
@@ -392,6 +393,18 @@ def test_t4_results_replay_as_their_configurations(tmp_path):
         r["measurements"][0].pop("unit")
     p.write_text(json.dumps({**doc, "metadata": {"timeunit": "seconds"}}))
     assert ReplayTarget(p).true_time(Config(a=16, b=1)) == pytest.approx(2000.0)
+    # an objective other than time (Kernel Tuner's GFLOP/s, higher is better): its time
+    for r in doc["results"]:
+        r["objectives"] = ["GFLOP/s"]
+        r["measurements"][0]["unit"] = "ms"
+    p.write_text(json.dumps(doc))
+    assert ReplayTarget(p).true_time(Config(a=16, b=1)) == pytest.approx(2.0)
+    for r in doc["results"]:
+        r["measurements"] = [m for m in r["measurements"] if m["name"] != "time"]
+    p.write_text(json.dumps(doc))
+    with pytest.raises(TargetError, match="objective 'GFLOP/s' with no unit and no time"):
+        ReplayTarget(p)
+    doc = json.loads(saved)
     doc["results"][1]["measurements"][0]["unit"] = "parsec"
     p.write_text(json.dumps(doc))
     with pytest.raises(TargetError, match=r"T4 result 1 gives time in 'parsec'.*ms, s, us, ns"):

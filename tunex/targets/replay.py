@@ -140,11 +140,19 @@ def cache_of_t4(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
                 values[k].append(v)
         objectives = r.get("objectives") or ["time"]
         objective = str(objectives if isinstance(objectives, str) else objectives[0])
-        found = [m for m in r.get("measurements") or ()
-                 if isinstance(m, Mapping) and m.get("name") == objective]
-        value = found[0].get("value") if found else None
-        unit = str(found[0].get("unit") or default_unit) if found else default_unit
+        measured = {str(m.get("name")): m for m in r.get("measurements") or ()
+                    if isinstance(m, Mapping)}
+        if objective != "time" and "time" in measured:
+            objective = "time"  # the replay's figure is a runtime; Kernel Tuner writes every
+            # figure it measured, an objective such as GFLOP/s (higher is better) among them
+        found = measured.get(objective)
+        value = found.get("value") if found else None
+        unit = str(found.get("unit") or default_unit) if found else default_unit
         scale = _t4_scale(unit)
+        if objective != "time" and found and not str(found.get("unit") or "").strip():
+            raise TargetError(f"{path}: T4 result {i} measures its objective {objective!r} "
+                              "with no unit and no time: tunex replays runtimes; give each "
+                              "result a \"time\" measurement (in ms)")
         if scale is None:
             raise TargetError(f"{path}: T4 result {i} gives {objective} in {unit!r}, a unit "
                               f"tunex does not convert; write it in one of "
