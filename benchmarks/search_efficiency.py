@@ -1008,14 +1008,14 @@ def run_loo_warm(members: list[tuple[str, str]], seed: int, budget: int, source_
                     pool.update(loo_cold_sources(group, seed, src_budget, optima, cold_cache))
     chain = {space: loo_chained([m for m in members if m[0] != space], seed, source_budget,
                                 optima) for space, _ in members} if chained else {}
+    whole = (Prior.load(*os.environ["TUNEX_BENCH_PRIOR"].split(os.pathsep))
+             if os.environ.get("TUNEX_BENCH_PRIOR") else Prior.shipped()) if prior else None
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name, options_json in variants.items():
         register_strategy("model", variant_class(options_json))
         for space, path in members:
             kernel = pool[space]["_workload"].kernel  # other kernels here: related by names
-            if prior:
-                whole = (Prior.load(*os.environ["TUNEX_BENCH_PRIOR"].split(os.pathsep))
-                         if os.environ.get("TUNEX_BENCH_PRIOR") else Prior.shipped())
+            if whole is not None:
                 held_out = (whole.without(like=pool[space]["_workload"])
                             if prior_space else whole.without({kernel}))
                 rec = run_tunex(Path(path), "model", seed, warm_budget or budget,
