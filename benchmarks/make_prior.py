@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     paths = recordings(args.data)
     if not paths:
-        raise SystemExit(f"no tunex recordings in {args.data}")
+        raise SystemExit(f"no recorded spaces in {args.data}: give a folder of tunex recordings "
+                         "(*.json.gz naming their workload) or of Kernel Tuner caches in "
+                         "sub-folders (KERNEL/DEVICE.json.gz)")
     raw = build(paths, args.budget, args.top)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(raw)
