@@ -113,8 +113,12 @@ def test_a_warm_start_is_shown_with_what_it_took(tmp_path, capsys):
     data = recorded("pnpoly/RTX_3060_laptop.json.gz")
     assert main(["search", "--target", f"replay:{data}", "--budget", "14trials", "--db", db,
                  "--seed", "0", "--no-prior"]) == 0
-    table = " ".join("".join(capsys.readouterr()).split())  # the table, on stderr
+    # the table, on stderr, its cells' lines joined
+    table = " ".join("".join(capsys.readouterr()).replace("│", " ").split())
     assert "warm start from 1 of 1 other workload (12 trials)" in table
+    # the first proposals: their model's best raced against their 2 best configs
+    assert "the first proposals raced their model's best configs (" in table
+    assert "against their own best (" in table and " of 2)" in table
     assert "--no-transfer: search cold" in table
     assert main(["search", "--target", f"replay:{data}", "--budget", "16trials", "--db", db,
                  "-q", "--no-transfer", "--no-prior"]) == 0

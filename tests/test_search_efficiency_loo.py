@@ -355,7 +355,8 @@ def test_batch_asks_that_many_configs_before_any_is_measured(monkeypatch):
 
 def test_chained_sources_warm_start_each_sibling_from_those_before_it():
     """--sources chained: the siblings as the decorator records them, each tuned warm from
-    those before it; the second one's first trial is the first one's best config."""
+    those before it; the second one's first two trials are its model's best config and the
+    first one's best (the race of a warm start's first proposals)."""
     se = bench()
     from tunex.targets.replay import ReplayTarget
 
@@ -365,4 +366,5 @@ def test_chained_sources_warm_start_each_sibling_from_those_before_it():
     out = se.loo_chained(members, 0, 6, optima)
     first = [m for m in out["pnpoly/A"]["_measurements"] if m.ok]
     assert len(out["pnpoly/B"]["_measurements"]) == 6
-    assert out["pnpoly/B"]["_measurements"][0].config == min(first, key=lambda m: m.value).config
+    assert min(first, key=lambda m: m.value).config in [
+        m.config for m in out["pnpoly/B"]["_measurements"][:2]]

@@ -371,10 +371,14 @@ def _transfer_text(tr: dict[str, Any], best: Any) -> str:
         out += (f"; {k} of them recorded under {where} (their configs train the model, with "
                 "what this space adds unknown to it)")
     first = [Config(c) for c in tr.get("first", [])]
-    if first:
+    raced = tr.get("raced")
+    if raced:
+        out += (f"; the first proposals raced their model's best configs ({raced['model']}) "
+                f"against their own best ({raced['theirs']} of {len(first)})")
+    elif first:
         out += f"; their {len(first)} best configs were proposed first"
-        if best is not None and best.config in first:
-            out += ", and the winner is one of them"
+    if first and best is not None and best.config in first:
+        out += ", and the winner is one of their best configs"
     if tr.get("rank_correlation") is not None:
         rule = ("kernels related by their parameter names alone stay only while above chance"
                 if tr.get("keep") == "above" else "they are dropped only when worse than chance")

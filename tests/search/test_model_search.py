@@ -148,7 +148,7 @@ def test_a_sibling_whose_top_is_flat_is_left_out_of_the_warm_start():
     pool = s.sample(60, rng=1)
     flat = [Measurement(c, Status.OK, (1.0 + 0.01 * (i % 3),)) for i, c in enumerate(pool[:30])]
     steep = [Measurement(c, Status.OK, (smooth(c),)) for c in pool[30:]]
-    st = get_strategy("model", s, seed=0)
+    st = get_strategy("model", s, seed=0, first="siblings")
     st.warm_start([(flat_w, flat), (steep_w, steep)], current=here)
     assert st.ask(2) == [m.config for m in sorted(steep, key=lambda m: m.value)[:2]]
     assert st._other is not None and len(st._other[1]) == 30  # the steep sibling's only
@@ -173,11 +173,11 @@ def test_similar_seed_order_starts_from_the_nearest_sibling():
     given = [(other, pool[:30]), (far, pool[30:60]), (near, pool[60:])]
     trials = [(w, [Measurement(c, Status.OK, (smooth(c),)) for c in cs]) for w, cs in given]
     best = {w: min(ms, key=lambda m: m.value).config for w, ms in trials}
-    st = ModelSearch(s, seed=0, seed_configs=1)  # seed_order="similar", the default
+    st = ModelSearch(s, seed=0, seed_configs=1, first="siblings")  # seed_order="similar"
     st.warm_start(trials, current=here)
     # the same device before another; among those, the closer problem (log2 of each size)
     assert st.ask(3) == [best[near], best[far], best[other]]
-    plain = ModelSearch(s, seed=0, seed_configs=1, seed_order="given")
+    plain = ModelSearch(s, seed=0, seed_configs=1, seed_order="given", first="siblings")
     plain.warm_start(trials, current=here)
     assert plain.ask(3) == [best[other], best[far], best[near]]  # as given
     with pytest.raises(ValueError, match="seed_order"):
@@ -221,7 +221,8 @@ def test_kernels_guessed_from_parameter_names_are_trusted_less():
     named.warm_start([(w_o, theirs)], current=here)
     beside = ModelSearch(s, seed=0)
     beside.warm_start([(sib, theirs[:60]), (w_o, theirs[60:])], current=here, guessed={"other"})
-    assert guessed.ask(1) == named.ask(1) == [best]  # their favourite first either way
+    assert guessed.ask(1) == [best]  # their favourite first, their model after it
+    assert best in named.ask(2)  # their model's best and their favourite race (first="race")
     assert guessed._share() == pytest.approx(0.5 * (1 - guessed.explore))
     assert named._share() == beside._share() == pytest.approx(1 - named.explore)
     assert guessed.transfer_ is not None and guessed.transfer_["keep"] == "above"
@@ -548,11 +549,51 @@ def test_a_warm_start_carries_a_block_relative_to_the_shape_to_a_new_shape():
                 for n in (256, 1024, 8192)]
     for relative in (True, False):
         for seed in range(3):
-            st = ModelSearch(s, seed=seed, explore=0.0, relative=relative)
+            st = ModelSearch(s, seed=seed, explore=0.0, relative=relative, first="siblings")
             st.warm_start(siblings, current=rows(2048))
             assert {c["BLOCK"] for c in st.ask(6)} == {256, 1024, 8192}  # their favourites
             block = st.ask(1)[0]["BLOCK"]
             assert (block == 2048) if relative else (block in (256, 1024, 8192))
+            # racing the model against the favourites (the default), the model goes first
+            raced = ModelSearch(s, seed=seed, explore=0.0, relative=relative)
+            raced.warm_start(siblings, current=rows(2048))
+            block = raced.ask(1)[0]["BLOCK"]
+            assert (block == 2048) if relative else (block in (256, 1024, 8192))
+
+
+def test_the_siblings_model_races_their_favourites():
+    """A warm start's first proposals: the siblings' model's best config, then the nearest
+    sibling's best, then more of whichever of the two measured the faster config, until the
+    favourites run out; with many in flight before any result, the two take turns."""
+    s = space()
+    w_a, w_b, here = (Workload("k", problem={"n": n}) for n in (1, 2, 3))
+    siblings = [(w, [Measurement(c, Status.OK, (scrambled(c),)) for c in s.sample(40, rng=i)])
+                for i, w in enumerate((w_a, w_b))]
+
+    def start() -> ModelSearch:
+        st = ModelSearch(s, seed=0, explore=0.0)
+        st.warm_start(siblings, current=here)
+        return st
+
+    queue = start()._queue
+    assert len(queue) == 4
+    for model_wins in (True, False):
+        st = start()
+        m1, q1 = st.ask(2)
+        assert q1 == queue[0]  # the model's best, then the nearest sibling's favourite
+        assert (st._first_by[m1], st._first_by[q1]) == ("model", "queue")
+        st.tell([Measurement(m1, Status.OK, (1.0 if model_wins else 3.0,)),
+                 Measurement(q1, Status.OK, (2.0,))])
+        nxt = st.ask(1)[0]
+        assert st._first_by[nxt] == ("model" if model_wins else "queue")
+    st = start()
+    both = st.ask(6)  # nothing measured yet: turns
+    assert [st._first_by[c] for c in both[:4]] == ["model", "queue"] * 2
+    plain = ModelSearch(s, seed=0, first="siblings")
+    plain.warm_start(siblings, current=here)
+    assert plain.ask(4) == queue
+    with pytest.raises(ValueError, match="first"):
+        ModelSearch(s, first="model")
 
 
 def test_a_one_parameter_space_too_large_to_enumerate():
