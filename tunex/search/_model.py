@@ -220,8 +220,9 @@ class ModelSearch(SearchStrategy):
             the 17 H200 Triton spaces (matmul 7 -> 1 trial, median), +0.26 on Kernel Tuner's
             13, -0.42 on the 12 RVV spaces (median 1 -> 2 trials on 6 of them: the nearest
             sibling's favourite was the optimum); 95% within 20 trials unchanged on each.
-            From a database of the family's other searches (H200 and RVV, 10 seeds): -0.08,
-            95% within 20 trials in 286 of 290 runs against 282 (RESULTS.md).
+            From a database of the family's other searches, 10 seeds: H200 and RVV -0.08
+            (95% within 20 trials in 286 of 290 runs against 282), Kernel Tuner's +0.25
+            (RESULTS.md).
         transfer_rows: at most this many of the other workloads' trials train a fit (a
             uniform sample, drawn anew for each fit), so a database of many large searches does
             not make every proposal slow: a warm start from 20,304 trials of three other GPUs
