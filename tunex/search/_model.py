@@ -759,6 +759,14 @@ class ModelSearch(SearchStrategy):
             return count["model"] <= count["queue"]
         return best["model"] < best["queue"]
 
+    def _raced(self, config: Config, by: str) -> None:
+        """Record that ``by`` (``"model"`` or ``"queue"``) proposed ``config`` in the race, in
+        :attr:`_first_by` and in the transfer's account (``raced``)."""
+        self._first_by[config] = by
+        if self.transfer_ is not None:
+            raced = self.transfer_.setdefault("raced", {"model": 0, "theirs": 0})
+            raced["model" if by == "model" else "theirs"] += 1
+
     def _ask(self, n: int) -> list[Config] | None:
         out: list[Config] = []
         race = self.first == "race" and self._other is not None and not self._guessed
@@ -769,16 +777,14 @@ class ModelSearch(SearchStrategy):
             if race and self._lead(out):
                 pick = self._model_pick(out)  # the model of the siblings (and of what is told)
                 if pick is not None:
-                    self._first_by[pick] = "model"
+                    self._raced(pick, "model")
                     out.append(pick)
                     continue
             first = self._queue.pop(0)
             if self._fresh(first) and first not in out:
-                self._first_by[first] = "queue"
+                if race:
+                    self._raced(first, "queue")
                 out.append(first)
-        if race and self._first_by and self.transfer_ is not None:
-            by = list(self._first_by.values())
-            self.transfer_["raced"] = {"model": by.count("model"), "theirs": by.count("queue")}
         share = self._share() if len(out) < n else 0.0
         while len(out) < n:
             c: Config | None = None
