@@ -570,3 +570,121 @@ def test_a_kernel_module_that_fails_to_import_is_one_line(tmp_path, monkeypatch)
 
     with pytest.raises(TunexError, match="No module named 'tx_no_such_package'"):
         _load_kernel("tx_needing_mod:K")
+
+
+@pytest.mark.parametrize("rule,says", [
+    ("a" + " + a" * 3000 + " > 0", "characters long"),  # 24 KB: RecursionError before
+    ("-" * 100_000 + "a < 0", "characters long"),
+    ("not " * 2400 + "a", "nests over 100"),
+    ("a" + " + a" * 500 + " > 0", "nests over 100"),
+])
+def test_a_constraint_too_long_or_deep_for_the_parser_is_a_space_error(rule, says):
+    """Constraints come from recorded spaces, T1 definitions, imports and databases: one past
+    what the parser and compiler recurse through raised RecursionError at each of them."""
+    from tunex.errors import SpaceError
+    from tunex.space import Int, Space
+
+    with pytest.raises(SpaceError, match=says):
+        Space([Int("a", 1, 4)], [rule])
+    assert Space([Int("a", 1, 4)], ["(" * 40 + "a" + ")" * 40 + " > 1"]).size == 3
+
+
+@pytest.mark.parametrize("values,says", [
+    ("[foo]", "foo"),  # NameError
+    ("[[1][5]]", "index"),  # IndexError
+    ("[1 << 2**40]", "bits"),  # MemoryError, or gigabytes quietly
+    ("[0 for a in " + str(list(range(100))) + " for b in " + str(list(range(100)))
+     + " for c in " + str(list(range(100))) + " if 0]", "over 1,000,000"),  # a CPU hog
+])
+def test_a_t1_domain_that_names_nothing_or_would_exhaust_the_machine_is_refused(
+        tmp_path, values, says):
+    """A T1 definition beside a recording is read without asking: its domains' errors and
+    bombs are one SpaceError, found in well under a second."""
+    import json
+
+    from tunex.errors import SpaceError
+    from tunex.space import Space
+
+    path = tmp_path / "def.json"
+    path.write_text(json.dumps({"ConfigurationSpace": {"TuningParameters": [
+        {"Name": "a", "Type": "int", "Values": values},
+        {"Name": "b", "Type": "int", "Values": "[1, 2]"}], "Conditions": []}}))
+    t0 = time.monotonic()
+    with pytest.raises(SpaceError, match=f"not a readable T1 space definition.*{says}"):
+        Space.from_t1(path)
+    assert time.monotonic() - t0 < 5
+    path.write_text(json.dumps({"ConfigurationSpace": {"TuningParameters": [
+        {"Name": "a", "Type": "int", "Values": "[2**i for i in range(3) for j in [0] if 1]"},
+        {"Name": "b", "Type": "int", "Values": "[1 << 3, 2 * 8]"}]}}))
+    assert Space.from_t1(path).size == 6
+
+
+@pytest.mark.parametrize("column,value,says", [
+    ("config", "{bad json", "damaged trial"),
+    ("config", '{"BLOCK": {"nested": 1}}', "damaged trial"),
+    ("times_ms", '["1.0", "x"]', "damaged trial"),
+    ("facts", "[1, 2]", "damaged trial"),
+])
+def test_a_row_damaged_outside_tunex_is_a_database_error(tmp_path, column, value, says,
+                                                         capsys):
+    """A database edited by other means: every reader says which trial is damaged and what
+    to do, instead of a JSONDecodeError or TypeError from deep inside."""
+    import sqlalchemy as sa
+
+    from tunex.db import _schema as S
+    from tunex.errors import DatabaseError
+    from tunex.trial import Workload
+
+    path = tmp_path / "t.db"
+    w = Workload("k", "h", {"n": 1})
+    with Database(path) as db:
+        for b in (1, 2):
+            db.record(w, Measurement(Config(BLOCK=b), Status.OK, (float(b),)))
+        db._engine.dispose()
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        conn.execute(sa.update(S.trials).where(S.trials.c.number == 2).values(
+            {column: value}))
+    engine.dispose()
+    with Database(path) as db, pytest.raises(DatabaseError, match=f"{says} \\(number 2"):
+        db.trials(w)
+    assert main(["db", "best", "--db", str(path)]) == 2
+    assert "damaged trial" in capsys.readouterr().err
+
+
+def test_a_timestamp_no_calendar_holds_exports_and_reports(tmp_path):
+    """A damaged row's started_at of 1e300 or -1e18 is kept (the trial is not lost over it)
+    and every export and the report still write."""
+    import sqlalchemy as sa
+
+    from tunex.trial import Workload
+
+    path = tmp_path / "t.db"
+    w = Workload("k", "h", {"n": 1})
+    with Database(path) as db:
+        for b in (1, 2, 3):
+            db.record(w, Measurement(Config(BLOCK=b), Status.OK, (float(b),),
+                                     started_at=10.0, ended_at=11.0))
+        db._engine.dispose()
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        for n, when in ((1, 1e300), (2, -1e18), (3, "yesterday")):  # as raw SQL writes it
+            conn.exec_driver_sql("UPDATE trials SET started_at = ? WHERE number = ?",
+                                 (when, n))
+    engine.dispose()
+    for out in ("x.csv", "x.json"):
+        assert main(["db", "export", "--db", str(path), "-o", str(tmp_path / out)]) == 0
+    assert main(["report", "--db", str(path), "-o", str(tmp_path / "r.html")]) == 0
+    with Database(path) as db:
+        assert len(db.trials(w)) == 3
+
+
+@pytest.mark.parametrize("spec,says", [("random:bogus", "has no variants"),
+                                       ("model:x", "ranking objective")])
+def test_a_strategy_variant_that_does_not_exist_is_refused(spec, says):
+    from tunex.errors import StrategyError
+    from tunex.search import get_strategy
+    from tunex.space import Int, Space
+
+    with pytest.raises(StrategyError, match=says):
+        get_strategy(spec, Space([Int("a", 1, 4)]))

@@ -532,3 +532,63 @@ def test_one_trusted_key_may_be_given_as_a_path(db, tmp_path, keys) -> None:
         load_pack(path, trusted=f"{forger}.pub")
     with Database(tmp_path / "dst.db") as dst:
         assert import_pack(dst, path, trusted=Path(f"{publisher}.pub")) == 3
+
+
+# -- hostile packs -----------------------------------------------------------------------------
+
+
+def test_a_pack_nested_past_any_real_one_is_refused_and_skipped_from_the_environment(
+        tmp_path: Path, monkeypatch) -> None:
+    """700 levels of lists parse as JSON, but the checksum recursed over them and raised
+    RecursionError, from ``TUNEX_PACKS`` on a kernel launch too."""
+    from tunex.decorator._runtime import clear_packs, loaded_packs
+
+    deep: list = []
+    for _ in range(700):
+        deep = [deep]
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps({"format": PACK_FORMAT, "schema": PACK_SCHEMA,
+                                "provenance": deep}))
+    with pytest.raises(PackError, match="nested over 32 deep"):
+        load_pack(path)
+    monkeypatch.setenv("TUNEX_PACKS", str(path))
+    clear_packs()
+    try:
+        assert loaded_packs() == []  # skipped with a warning; the launch goes on
+    finally:
+        monkeypatch.delenv("TUNEX_PACKS")
+        clear_packs()
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_device_named_as_a_pack_or_key_is_refused_unread(tmp_path: Path) -> None:
+    """``/dev/zero`` reports a size of 0 and never ends: read whole, it filled the memory."""
+    from tunex.db.packs import sign_pack, trusted_keys
+
+    with pytest.raises(PackError, match="not a regular file"):
+        load_pack("/dev/zero")
+    with pytest.raises(PackError, match="not a regular file"):
+        trusted_keys(["/dev/zero"])
+    with pytest.raises(PackError, match="not a regular file"):
+        sign_pack(Pack("p", "1", ()), "/dev/zero")
+
+
+def test_a_signature_by_a_key_of_small_order_is_refused(pack_path: Path) -> None:
+    """With the identity point as public key and the identity as R (S = 0), Ed25519's check
+    holds for every message: such a "signature" proves nothing and is refused, as is such a
+    key among the trusted ones."""
+    import base64
+
+    from tunex.db.packs import _key_id, trusted_keys
+
+    identity = b"\x01" + bytes(31)
+    doc = json.loads(pack_path.read_text())
+    doc["signature"] = {"algorithm": "ed25519", "key": _key_id(identity),
+                        "public_key": base64.b64encode(identity).decode(),
+                        "value": base64.b64encode(identity + bytes(32)).decode()}
+    pack_path.write_text(json.dumps(doc))
+    with pytest.raises(PackError, match="fails its signature"):
+        load_pack(pack_path)
+    for weak in (identity, bytes(32), b"\xec" + b"\xff" * 30 + b"\x7f"):
+        with pytest.raises(PackError, match="small order"):
+            trusted_keys([f"ed25519 {base64.b64encode(weak).decode()}"])

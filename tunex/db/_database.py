@@ -22,6 +22,7 @@ from typing import IO, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tunex._io import read_bounded
 from tunex.db import _schema as S
 from tunex.db._records import (
     CLAIM_LEASE_S,
@@ -149,7 +150,10 @@ class Database(Records):
                     "recorded_at": r.recorded_at,
                 }
                 if space is not None and r is group[0]:  # once: what an import checks against
-                    full["workload_space"] = json.loads(space)
+                    try:
+                        full["workload_space"] = json.loads(space)
+                    except ValueError as exc:
+                        raise self._damaged_space(r.workload_id, exc) from None
                 out.append((row, full))
         return out
 
@@ -377,9 +381,13 @@ def _opened(path_or_file: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]
 
 
 def _iso(seconds: float) -> str:
-    """A timestamp as ISO 8601 in UTC, to the microsecond: readable, and sorts as text."""
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(
-        timespec="microseconds")
+    """A timestamp as ISO 8601 in UTC, to the microsecond: readable, and sorts as text (empty
+    for one no calendar holds: a damaged row's)."""
+    try:
+        return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(
+            timespec="microseconds")
+    except (OverflowError, OSError, ValueError, TypeError):
+        return ""
 
 
 #: How an export writes the numbers JSON has no token for (NaN, Infinity are not JSON).
@@ -423,15 +431,16 @@ def _read_export(source: str | os.PathLike[str] | IO[str]
     if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
         try:
-            raw = Path(name).read_bytes()
+            raw = read_bounded(name, _MAX_UNPACKED)
             if raw[:2] == b"\x1f\x8b":  # a gzip'd export (db export -o FILE.json.gz)
                 with gzip.GzipFile(fileobj=io.BytesIO(raw)) as z:
                     raw = z.read(_MAX_UNPACKED + 1)  # a small file may unpack to any size
                 if len(raw) > _MAX_UNPACKED:
                     raise DatabaseError(f"{name} unpacks to over {_MAX_UNPACKED >> 30} GiB (a "
                                         "gzip bomb?); nothing was imported")
-        except (OSError, EOFError) as exc:
-            raise DatabaseError(f"cannot read {name} ({exc}): check the path") from exc
+        except (OSError, EOFError, ValueError) as exc:  # ValueError: not a regular file
+            raise DatabaseError(f"cannot read {name} ({exc}): check the path; nothing was "
+                                "imported") from exc
         if raw[:4] == b"PAR1":
             raise DatabaseError(f"{name} is a parquet export, which names no full workload and "
                                 "cannot be imported; nothing was imported. Export with "

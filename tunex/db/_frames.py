@@ -117,7 +117,7 @@ def to_dataframe(db: Database, workload: str | Workload | None = None, *,
                 "facts"):
         df[col] = df[col].astype("string")
     for col in _TIMES:
-        df[col] = pd.to_datetime(df[col], unit="s", utc=True)
+        df[col] = pd.to_datetime(df[col], unit="s", utc=True, errors="coerce")
     return df
 
 
@@ -152,7 +152,7 @@ def decisions_dataframe(db: Database, workload: str | Workload | None = None, *,
     for col in ("source", "config", "detail", "mode", "key", "host", "workload", "kernel",
                 "problem"):
         df[col] = df[col].astype("string")
-    df["decided_at"] = pd.to_datetime(df["decided_at"], unit="s", utc=True)
+    df["decided_at"] = pd.to_datetime(df["decided_at"], unit="s", utc=True, errors="coerce")
     return df
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import socket
 import time
@@ -574,17 +575,37 @@ class Records(Store):
                 f"tuning database {self._shown} holds a trial with unknown status "
                 f"{row.status!r}, probably written by a newer tunex: upgrade tunex"
             ) from None
-        return Measurement(
-            config=Config.from_json(row.config),
-            status=status,
-            times_ms=tuple(json.loads(row.times_ms)),
-            compile_ms=row.compile_ms,
-            facts=json.loads(row.facts),
-            error=row.error,
-            worker=row.worker,
-            started_at=row.started_at,
-            ended_at=row.ended_at,
-        )
+        try:
+            config = Config.from_json(row.config)
+            if not all(isinstance(v, (int, float, str, tuple)) or v is None
+                       for v in config.values()):
+                raise ValueError("a config value is neither a number, a string nor a list")
+            times = json.loads(row.times_ms)
+            if not isinstance(times, list) or not all(
+                    isinstance(t, (int, float)) and not isinstance(t, bool) for t in times):
+                raise ValueError("its times are not a list of numbers")
+            facts = json.loads(row.facts)
+            if not isinstance(facts, dict):
+                raise ValueError("its facts are not an object")
+            return Measurement(
+                config=config, status=status, times_ms=tuple(times),
+                compile_ms=_number_or(row.compile_ms, None), facts=facts, error=row.error,
+                worker=row.worker, started_at=_number_or(row.started_at, 0.0),
+                ended_at=_number_or(row.ended_at, 0.0))
+        except (ValueError, TypeError, AttributeError) as exc:  # ConfigError is a ValueError
+            raise DatabaseError(
+                f"tuning database {self._shown} holds a damaged trial (number "
+                f"{getattr(row, 'number', '?')}: {_first_line(exc)}), written by something other "
+                "than tunex: delete that row, or move the database aside and pass another --db"
+            ) from None
+
+
+def _number_or(value: Any, default: Any) -> Any:
+    """A stored number as a float; ``default`` where it is not a finite one (a damaged row's
+    timestamp, kept rather than losing the trial over it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return default
+    return float(value)
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -626,7 +647,14 @@ def _trial_values(m: Measurement, strategy: str | None, recorded_at: float) -> d
 
 
 def _workload_of(row: Any) -> Workload:
-    return Workload(row.kernel, row.kernel_hash, json.loads(row.problem), json.loads(row.target))
+    try:
+        return Workload(row.kernel, row.kernel_hash, json.loads(row.problem),
+                        json.loads(row.target))
+    except (ValueError, TypeError) as exc:
+        raise DatabaseError(
+            f"the tuning database holds a damaged workload (kernel {row.kernel!r}: "
+            f"{_first_line(exc)}), written by something other than tunex: move the database "
+            "aside and pass another --db") from None
 
 
 def _grouped(rows: Iterable[Any]) -> Iterator[tuple[Workload, list[Any]]]:

@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunex._io import read_bounded, too_deep
 from tunex.errors import PackError
 from tunex.trial import Config, Measurement, Status, Workload, canonical_json, flatten
 
@@ -111,6 +112,10 @@ _ENTRY_KEYS = frozenset(
 )
 _STATS_KEYS = ("median_ms", "spread", "repeats", "min_ms", "q1_ms", "q3_ms", "max_ms")
 _MAX_BYTES = 64 * 1024 * 1024
+#: The deepest nesting of lists and objects a pack may hold (an entry's problem nests 4).
+_MAX_DEPTH = 32
+#: The most a trusted-key file may hold (a key is one line of about 60 bytes).
+_MAX_KEY_BYTES = 1 << 20
 
 
 # -- target facts ------------------------------------------------------------------------------
@@ -518,6 +523,9 @@ def pack_from_dict(doc: Any, source: str = "<pack>",
     if not isinstance(doc, dict) or doc.get("format") != PACK_FORMAT:
         raise refuse(f"is not a tunex config pack (no \"format\": \"{PACK_FORMAT}\")",
                      "pass a file written by `tunex pack export`")
+    if too_deep(doc, _MAX_DEPTH):  # a pack nests a few levels; its checksum recurses
+        raise refuse(f"is malformed (lists or objects nested over {_MAX_DEPTH} deep)",
+                     "get a fresh copy from its publisher or re-export it")
     schema = doc.get("schema")
     if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
         raise refuse(f"has no valid schema version ({schema!r})",
@@ -581,6 +589,22 @@ def _signed_bytes(content: Mapping[str, Any]) -> bytes:
     return canonical_json(content).encode("utf-8")
 
 
+_P25519 = 2**255 - 19
+#: y-coordinates of the Ed25519 points of small order (1, 2, 4 and 8; either sign of x). A
+#: public key among them (or a non-canonical y) "verifies" forged signatures of many messages
+#: (the all-zero key and signature pass for about one in eight): refused as a key.
+_SMALL_ORDER_Y = frozenset([0, 1, _P25519 - 1] + [
+    int.from_bytes(bytes.fromhex(h), "little") for h in (
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a")])
+
+
+def _weak_key(raw: bytes) -> bool:
+    """Whether the 32-byte Ed25519 public key ``raw`` is of small order or not canonical."""
+    y = int.from_bytes(raw, "little") & ((1 << 255) - 1)
+    return y >= _P25519 or y in _SMALL_ORDER_Y
+
+
 def _check_signature(block: Any, content: Mapping[str, Any], trusted: Mapping[str, bytes] | None,
                      refuse: Any) -> dict[str, str] | None:
     """The signature block once checked; refuse an unusable or untrusted one, and an unsigned
@@ -607,6 +631,8 @@ def _check_signature(block: Any, content: Mapping[str, Any], trusted: Mapping[st
         sig = base64.b64decode(block["value"], validate=True)
         if _key_id(raw) != block["key"]:
             raise InvalidSignature("the key id does not match the public key")
+        if len(raw) != 32 or _weak_key(raw):
+            raise InvalidSignature("a public key of small order signs nothing")
         ed25519.Ed25519PublicKey.from_public_bytes(raw).verify(sig, _signed_bytes(content))
     except (binascii.Error, ValueError, InvalidSignature):
         raise refuse(f"fails its signature (key {block['key']}): it was modified after "
@@ -658,7 +684,7 @@ def _private_key(path: str | os.PathLike[str]) -> Any:
 
     ed25519 = _crypto()
     try:
-        key = serialization.load_pem_private_key(Path(os.fspath(path)).read_bytes(), None)
+        key = serialization.load_pem_private_key(read_bounded(path, _MAX_KEY_BYTES), None)
     except (OSError, ValueError, TypeError) as exc:
         raise PackError(f"cannot read signing key {os.fspath(path)} ({_first(exc)}): pass the "
                         "private key file `tunex pack keygen` wrote (not its .pub)") from None
@@ -713,8 +739,9 @@ def trusted_keys(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[s
             files = sorted(path.glob("*.pub")) if path.is_dir() else [path]
             try:
                 lines = [(line, str(f)) for f in files
-                         for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
-            except (OSError, UnicodeDecodeError) as exc:
+                         for line in read_bounded(f, _MAX_KEY_BYTES).decode("utf-8").splitlines()
+                         if line.strip()]
+            except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
                 raise PackError(f"cannot read trusted key {text} ({exc}): fix "
                                 f"{TRUSTED_KEYS_ENV} or the path given") from None
         for line, where in lines:
@@ -725,6 +752,8 @@ def trusted_keys(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[s
                 raw = base64.b64decode(parts[1], validate=True)
                 if len(raw) != 32:
                     raise ValueError("an Ed25519 public key has 32 bytes")
+                if _weak_key(raw):
+                    raise ValueError("a key of small order, which 'verifies' forged signatures")
             except (ValueError, binascii.Error) as exc:
                 raise PackError(f"trusted key {where} is malformed ({exc}): pass the .pub file "
                                 "`tunex pack keygen` wrote") from None
@@ -766,12 +795,11 @@ def load_pack(path: str | os.PathLike[str],
     keys = trusted if isinstance(trusted, Mapping) else trusted_keys(trusted)
     name = os.fspath(path)
     try:
-        p = Path(name)
-        if p.stat().st_size > _MAX_BYTES:
-            raise PackError(f"config pack {name} is over {_MAX_BYTES >> 20} MiB; nothing of it "
-                            "was loaded: is it really a pack?")
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bounded(name, _MAX_BYTES).decode("utf-8")
+    except ValueError as exc:  # not a regular file, or too large (UnicodeDecodeError too)
+        raise PackError(f"config pack {name} cannot be loaded ({exc}); nothing of it was "
+                        "loaded: pass a file written by `tunex pack export`") from None
+    except OSError as exc:
         raise PackError(f"cannot read config pack {name} ({exc}): check the path") from exc
     try:
         doc = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)

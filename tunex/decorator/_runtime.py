@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tunex.db.packs import Pack, load_pack
-from tunex.errors import ConfigError, DatabaseError, PackError
+from tunex.errors import ConfigError, DatabaseError
 from tunex.identity import device_fingerprint, toolchain_facts
 from tunex.trial import Config, Workload
 
@@ -180,7 +180,7 @@ def loaded_packs() -> list[Pack]:
             for path in (p for p in env.split(os.pathsep) if p):
                 try:
                     good.append(load_pack(path))
-                except PackError as exc:
+                except Exception as exc:  # whatever it is, a launch goes on without it
                     log.warning("TUNEX_PACKS: skipping %s: %s", path, exc)
             _env_packs = (env, tuple(good))
         return _packs + list(_env_packs[1])

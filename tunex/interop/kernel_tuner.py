@@ -169,7 +169,10 @@ def _value(v: Any) -> Any:
 
 
 def _iso(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat()
+    try:
+        return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat()
+    except (OverflowError, OSError, ValueError, TypeError):  # no calendar holds it
+        return ""
 
 
 def _problem_size(workload: Workload) -> Any:

@@ -113,8 +113,11 @@ def _e(text: Any) -> str:
 
 
 def _when(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime(
-        "%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError, TypeError):  # a time no calendar holds
+        return "unknown time"
 
 
 def _ms(value: float) -> str:

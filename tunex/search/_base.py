@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import inspect
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -175,6 +176,9 @@ def get_strategy(spec: str, space: Space, *, seed: int | None = None,
     name, _, variant = spec.partition(":")
     cls = _resolve(name)
     if variant:
+        if "variant" not in inspect.signature(cls.__init__).parameters:
+            raise StrategyError(f"strategy {spec!r}: {name!r} has no variants; write "
+                                f"--strategy {name}")
         options = {"variant": variant, **options}
     try:
         return cls(space, seed=seed, **options)

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tunex.cost_model import FeatureExtractor, GBMRanker, flatten, trainable
+from tunex.errors import StrategyError
 from tunex.search._base import SearchStrategy
 from tunex.space import Space
 from tunex.trial import Config, Measurement, Workload
@@ -81,6 +82,10 @@ def rank_correlation(scores: np.ndarray, values: np.ndarray) -> float:
     if len(a) < 3 or a.std() == 0 or b.std() == 0:
         return 0.0
     return float(np.corrcoef(a, b)[0, 1])
+
+
+#: the model's variants (``model:VARIANT``): LightGBM objectives :class:`GBMRanker` fits
+_OBJECTIVES = ("lambdarank", "rank_xendcg", "regression")
 
 
 def _distance(w: Workload, current: Workload) -> tuple[int, float]:
@@ -316,6 +321,9 @@ class ModelSearch(SearchStrategy):
             self.arms_[self.sampler_arm] = [0, 0]
         self.model_options = dict(model or {})
         if variant:
+            if variant not in _OBJECTIVES:
+                raise StrategyError(f"strategy 'model:{variant}': the model's variant is its "
+                                    f"ranking objective, one of {', '.join(_OBJECTIVES)}")
             self.model_options.setdefault("objective", variant)
         self.features = FeatureExtractor(space, interactions=interactions)
         self.workload: Workload | None = None

@@ -108,6 +108,22 @@ class _Guard(ast.NodeTransformer):
                                           []), node)
 
 
+#: The longest constraint expression read, and the deepest its syntax tree may nest: the
+#: compiler and the checks here recurse over the tree.
+_MAX_TEXT = 10_000
+_MAX_DEPTH = 100
+
+
+def _depth(tree: ast.AST) -> int:
+    """The depth of ``tree``, found without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in ast.iter_child_nodes(node))
+    return deepest
+
+
 class Constraint:
     """A predicate that valid points satisfy.
 
@@ -177,10 +193,20 @@ class Constraint:
 
     @staticmethod
     def _parse(text: str) -> ast.Expression:
+        if len(text) > _MAX_TEXT:
+            raise SpaceError(f"constraint {text[:60]!r}... is {len(text):,} characters long, "
+                             f"over the {_MAX_TEXT:,} an expression may have; split it into "
+                             "several constraints or write it as a Python callable")
         try:
             tree = ast.parse(text.strip(), mode="eval")
         except SyntaxError as e:
             raise SpaceError(f"constraint {text!r} is not a valid expression: {e.msg}") from None
+        except (RecursionError, MemoryError):
+            tree = None
+        if tree is None or _depth(tree) > _MAX_DEPTH:
+            raise SpaceError(f"constraint {text[:60]!r}... nests over {_MAX_DEPTH} levels deep; "
+                             "split it into several constraints or write it as a Python "
+                             "callable")
         for node in ast.walk(tree):
             if not isinstance(node, _ALLOWED):
                 raise SpaceError(

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tunex._io import read_bounded
 from tunex.errors import ConfigError, SpaceError
 from tunex.space._constraints import Constraint
 from tunex.space._params import Bool, Choice, Param, Permutation, Pow2
@@ -601,7 +602,7 @@ class Space:
         ``Conditions``). ``values`` overrides parameter domains (e.g. with the values a
         recorded cache actually holds); parameters with a single value become constants."""
         try:
-            doc = json.loads(Path(path).read_text())
+            doc = json.loads(read_bounded(path, _DEFINITION_BYTES))
             cs = doc["ConfigurationSpace"]
             declared: dict[str, list[Any]] = {}
             for p in cs["TuningParameters"]:
@@ -611,8 +612,9 @@ class Space:
                 declared[p["Name"]] = list(vals)
             conds = [c["Expression"] for c in cs.get("Conditions", [])]
         except (OSError, ValueError, KeyError, TypeError, SyntaxError,  # a domain's text
+                NameError, IndexError,  # a domain that names nothing known, or indexes past
                 ArithmeticError,  # a domain's number past a float
-                RecursionError) as e:  # nested deeper than the JSON reader goes
+                RecursionError, MemoryError) as e:  # nested deeper than the readers go
             raise SpaceError(f"{path}: not a readable T1 space definition ({e})") from None
         if values:
             declared.update({k: list(v) for k, v in values.items()})
@@ -633,7 +635,9 @@ def _equal(a: Any, b: Any) -> bool:
         return False
 
 
-_DOMAIN_ITEMS = 1_000_000  # values a T1 domain may make in all
+_DOMAIN_ITEMS = 1_000_000  # values a T1 domain may make in all (and loop steps it may take)
+_DOMAIN_BITS = 4096  # the largest integer a T1 domain may make, in bits
+_DEFINITION_BYTES = 16 << 20  # the largest T1 definition file read
 
 
 class _Guarded(ast.NodeTransformer):
@@ -641,12 +645,20 @@ class _Guarded(ast.NodeTransformer):
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
-        fn = {ast.Pow: "_pow", ast.Mult: "_mul"}.get(type(node.op))
+        fn = {ast.Pow: "_pow", ast.Mult: "_mul", ast.LShift: "_shift"}.get(type(node.op))
         if fn is None:
             return node
         return ast.copy_location(
             ast.Call(func=ast.Name(fn, ast.Load()), args=[node.left, node.right], keywords=[]),
             node)
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        """Each value a comprehension's loop takes is counted, whatever it iterates over."""
+        self.generic_visit(node)
+        node.iter = ast.copy_location(
+            ast.Call(func=ast.Name("_each", ast.Load()), args=[node.iter], keywords=[]),
+            node.iter)
+        return node
 
 
 def _eval_values(text: str) -> list[Any]:
@@ -686,12 +698,26 @@ def _eval_values(text: str) -> list[Any]:
         for seq, n in ((a, b), (b, a)):
             if isinstance(seq, (list, tuple, str)) and isinstance(n, int):
                 count(len(seq) * max(n, 0))
+        if isinstance(a, int) and isinstance(b, int) and (
+                a.bit_length() + b.bit_length() > _DOMAIN_BITS):
+            raise ValueError(f"domain {text!r} makes a number over {_DOMAIN_BITS} bits")
         return a * b
+
+    def shift(a: Any, b: Any) -> Any:
+        if isinstance(a, int) and isinstance(b, int) and b > 0 and (
+                a.bit_length() + b > _DOMAIN_BITS):
+            raise ValueError(f"domain {text!r} makes a number over {_DOMAIN_BITS} bits")
+        return a << b
+
+    def each(values: Any) -> Iterator[Any]:
+        for v in values:
+            count(1)
+            yield v
 
     tree = ast.fix_missing_locations(_Guarded().visit(tree))
     return list(eval(compile(tree, "<domain>", "eval"),
                      {"__builtins__": {}, "range": bounded_range, "list": list,
-                      "_pow": pow_, "_mul": mul}))
+                      "_pow": pow_, "_mul": mul, "_shift": shift, "_each": each}))
 
 
 
