@@ -593,6 +593,8 @@ def test_a_constraint_too_long_or_deep_for_the_parser_is_a_space_error(rule, say
     ("[foo]", "foo"),  # NameError
     ("[[1][5]]", "index"),  # IndexError
     ("[1 << 2**40]", "bits"),  # MemoryError, or gigabytes quietly
+    ("[range]", "not a number"),  # a function, stored as its text in the database
+    ("[1e999, 2]", "not a number"),  # inf
     ("[0 for a in " + str(list(range(100))) + " for b in " + str(list(range(100)))
      + " for c in " + str(list(range(100))) + " if 0]", "over 1,000,000"),  # a CPU hog
 ])

@@ -609,7 +609,13 @@ class Space:
                 vals = p["Values"]
                 if isinstance(vals, str):
                     vals = _eval_values(vals)
-                declared[p["Name"]] = list(vals)
+                vals = list(vals)
+                odd = [v for v in vals if not isinstance(v, (bool, int, float, str, list, tuple))
+                       or (isinstance(v, float) and not math.isfinite(v))]
+                if odd:
+                    raise ValueError(f"parameter {p['Name']!r} takes the value {odd[0]!r}, "
+                                     "which is not a number, a string or a list")
+                declared[p["Name"]] = vals
             conds = [c["Expression"] for c in cs.get("Conditions", [])]
         except (OSError, ValueError, KeyError, TypeError, SyntaxError,  # a domain's text
                 NameError, IndexError,  # a domain that names nothing known, or indexes past

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from tunex._io import read_bounded
 from tunex.errors import SpaceError, TargetError
 from tunex.space import Choice, Constraint, Space
 from tunex.targets._base import Target
@@ -204,7 +205,7 @@ def load_recorded(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise TargetError(f"recorded space {p} does not exist; pass replay:PATH to a cache file")
     try:
-        raw = p.read_bytes()
+        raw = read_bounded(p, MAX_RECORDED_BYTES)
         if raw[:2] == b"\x1f\x8b":
             with gzip.GzipFile(fileobj=io.BytesIO(raw)) as z:
                 raw = z.read(MAX_RECORDED_BYTES + 1)  # a small file may unpack to any size
