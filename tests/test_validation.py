@@ -690,3 +690,27 @@ def test_a_strategy_variant_that_does_not_exist_is_refused(spec, says):
 
     with pytest.raises(StrategyError, match=says):
         get_strategy(spec, Space([Int("a", 1, 4)]))
+
+
+def test_a_kernel_name_with_terminal_escape_codes_is_refused(tmp_path, capsys):
+    """An imported file's kernel name is printed by every listing: escape codes in it would
+    drive the terminal, so such a name is refused where a workload is made, an import too."""
+    import json
+
+    from tunex.trial import Workload
+
+    with pytest.raises(TypeError, match="printable"):
+        Workload("mat\x1b[31mmul")
+    src = tmp_path / "src.db"
+    with Database(src) as db:
+        db.record(Workload("matmul", "h", {"n": 1}), Measurement(Config(B=1), Status.OK, (1.0,)))
+    out = tmp_path / "x.jsonl"
+    assert main(["db", "export", "--db", str(src), "-o", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    for row in rows:
+        row["workload_spec"]["kernel"] = "mat\x1b[31mmul"
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    capsys.readouterr()
+    assert main(["db", "import", str(out), "--db", str(tmp_path / "dst.db")]) == 2
+    err = capsys.readouterr().err
+    assert "printable" in err and "Traceback" not in err

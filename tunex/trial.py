@@ -152,7 +152,9 @@ class Workload:
 
     def __post_init__(self) -> None:
         for name, ok, want in (
-                ("kernel", isinstance(self.kernel, str) and self.kernel, "a kernel name"),
+                ("kernel", isinstance(self.kernel, str) and self.kernel
+                 and self.kernel.isprintable(),  # no escape codes to a terminal it is shown on
+                 "a kernel name (printable characters)"),
                 ("kernel_hash", isinstance(self.kernel_hash, str),
                  "a string (the kernel source's hash, or '')"),
                 ("problem", isinstance(self.problem, Mapping), "a mapping"),
