@@ -16,6 +16,7 @@ on it, the model's fit a little.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -30,7 +31,8 @@ from tunex.search._model import ModelSearch
 from tunex.targets.replay import ReplayTarget
 
 
-def first_bets(prior: Prior, path: Path, top: int, seed: int) -> dict[str, object] | None:
+def first_bets(prior: Prior, path: Path, top: int, seed: int,
+               options: dict[str, object] | None = None) -> dict[str, object] | None:
     """The favourites' and the model's picks for the recording at ``path``, as shares of its
     optimum (``None``: the prior holds nothing a search of it would take)."""
     target = ReplayTarget(path)
@@ -38,7 +40,7 @@ def first_bets(prior: Prior, path: Path, top: int, seed: int) -> dict[str, objec
     taken = prior.without(like=workload).related(workload, _kernel_and_names(path)[1])
     if not taken:
         return None
-    search = ModelSearch(target.space, seed=seed)
+    search = ModelSearch(target.space, seed=seed, **(options or {}))  # type: ignore[arg-type]
     search.warm_start(taken, current=workload,
                       guessed={w.kernel for w, _ in taken} - {workload.kernel})
     favourites = [optimum / target.true_time(c) for c in search._queue]
@@ -58,6 +60,8 @@ def main() -> int:
                    help="a trials export standing for the prior (repeatable)")
     p.add_argument("--top", type=int, default=4, help="the model's best configs to score")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--options", default="{}",
+                   help="ModelSearch options as JSON, e.g. '{\"relative\": false}'")
     p.add_argument("recordings", nargs="+", type=Path)
     args = p.parse_args()
     prior = Prior.load(*args.prior)
@@ -65,7 +69,7 @@ def main() -> int:
           f"the model's best {args.top} |")
     print("|---|---:|---:|---|---|")
     for path in args.recordings:
-        got = first_bets(prior, path, args.top, args.seed)
+        got = first_bets(prior, path, args.top, args.seed, json.loads(args.options))
         if got is None:
             print(f"| {path.parent.name}/{path.name.split('.')[0]} | | | nothing taken | |")
             continue
