@@ -603,3 +603,32 @@ def test_a_one_parameter_space_too_large_to_enumerate():
     strategy = ModelSearch(s, seed=0, enumerate_limit=100, pool=64)
     times = search(strategy, lambda c: 1.0 + ((c["a"] - 1234) / 1000) ** 2, 40)
     assert min(times) < 1.05
+
+
+def test_the_race_starts_from_the_favourite_where_an_absolute_model_agrees_with_it():
+    """``race_start="agree"``: a first search of a recorded RVV softmax from the prior less
+    itself, whose siblings' best config holds at every shape, starts from the nearest
+    favourite (a model that sees the parameters as they are picks it; the default model,
+    which also sees them relative to the problem, picks another); a matmul whose best moves
+    with the shape starts from the model either way."""
+    from pathlib import Path
+
+    from tunex.db.prior import Prior
+    from tunex.targets.replay import ReplayTarget
+
+    data = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+    prior = Prior.shipped()
+    for path, favourite_first in ((data / "riscv/softmax_c/x280-128x512.json.gz", True),
+                                  (data / "matmul_H200_512x4096x1024.json.gz", False)):
+        target = ReplayTarget(path)
+        w = target.workload()
+        taken = prior.without(like=w).related(w, target.space.names)
+        st = ModelSearch(target.space, seed=0, race_start="agree")
+        st.warm_start(taken, current=w, guessed={x.kernel for x, _ in taken} - {w.kernel})
+        nearest = st._queue[0]
+        first, second = st.ask(2)
+        assert (first == nearest) is favourite_first
+        assert (st._first_by[first], st._first_by[second]) == (
+            ("queue", "model") if favourite_first else ("model", "queue"))
+    with pytest.raises(ValueError, match="race_start"):
+        ModelSearch(space(), race_start="favourite")

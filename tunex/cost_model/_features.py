@@ -201,6 +201,13 @@ class FeatureExtractor:
         return out
 
     @property
+    def n_relative(self) -> int:
+        """How many of the last columns are relative to the problem sizes (see ``relative``)."""
+        if not self.relative or not self._logcols:
+            return 0
+        return len(self._logcols) * len(self.relative) + len(self._pairs)
+
+    @property
     def feature_names(self) -> list[str]:
         names = self.space.feature_names
         return (names + self._derived(np.ones((1, sum(

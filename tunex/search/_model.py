@@ -233,6 +233,12 @@ class ModelSearch(SearchStrategy):
             not make every proposal slow: a warm start from 20,304 trials of three other GPUs
             took 323 ms per trial (median of its first 40) without it, against 48 ms from 900
             (RESULTS.md). ``None``: all of them.
+        race_start: which side makes the race's first proposal: ``"model"`` (the default) or
+            ``"agree"``: the nearest other workload's best config where a model of the other
+            workloads' trials that sees the parameters only as they are (none relative to the
+            problem sizes) picks it and theirs with the relative columns picks another, so a
+            best that does not move with the problem is tried first (spaces of up to
+            ``enumerate_limit`` points). Screened, not yet the default (RESULTS.md).
     """
 
     name = "model"
@@ -250,7 +256,7 @@ class ModelSearch(SearchStrategy):
                  relative_pairs: bool = True, other_spaces: bool = True,
                  like_rule: str | None = "alongside", related_start: float = 0.5,
                  related_keep: float | None = 0.0, transfer_rows: int | None = 4000,
-                 first: str = "race") -> None:
+                 first: str = "race", race_start: str = "model") -> None:
         super().__init__(space, seed=seed)
         if design not in ("maximin", "random"):
             raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
@@ -309,6 +315,11 @@ class ModelSearch(SearchStrategy):
         if first not in ("siblings", "race"):
             raise ValueError(f"first must be 'siblings' or 'race', not {first!r}")
         self.first = first
+        if race_start not in ("model", "agree"):
+            raise ValueError(f"race_start must be 'model' or 'agree', not {race_start!r}")
+        self.race_start = race_start
+        #: whether the race's first proposal is the model's (else the nearest favourite's)
+        self._model_starts = True
         #: the first proposals' source (``"queue"``: a sibling's best config; ``"model"``)
         self._first_by: dict[Config, str] = {}
         self._guessed = False  # every source kept is a kernel related by its parameter names
@@ -422,6 +433,8 @@ class ModelSearch(SearchStrategy):
                         self._queue.append(Config(configs[rank]))
         if self._cands is not None:
             self._cand_X = self.features.transform(self._cands, current)
+        if self.race_start == "agree" and X and self._queue:
+            self._model_starts = not self._absolute_agrees(prior)
         self._rows.clear()
         self._told_at_fit = -1
         self.transfer_ = {
@@ -440,6 +453,20 @@ class ModelSearch(SearchStrategy):
             # model ranks this workload's trials worse than chance) or "above" (kept only while
             # it ranks them better: kernels guessed from their parameter names, nothing else)
             "keep": "above" if self._guessed and self.related_keep is not None else "chance"}
+
+    def _absolute_agrees(self, rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> bool:
+        """Whether the race starts from the nearest favourite (``race_start="agree"``): a model
+        of the other workloads' trials that sees the parameters only as they are (not relative
+        to the problem sizes) picks it as its best, and theirs with the relative columns
+        picks another (the best of that workload that does not move with the problem)."""
+        k = self.features.n_relative
+        if not k or self._prior is None or self._cands is None or self._cand_X is None:
+            return False
+        absolute = GBMRanker(random_state=int(self.rng.integers(2**31)),
+                             **self.model_options).fit(rows[0][:, :-k], rows[1], rows[2])
+        pick = self._cands[int(np.argmax(absolute.predict(self._cand_X[:, :-k])))]
+        theirs = self._cands[int(np.argmax(self._prior.predict(self._cand_X)))]
+        return pick == self._queue[0] and theirs != pick
 
     def _says_something(self, keep: Sequence[Measurement]) -> bool:
         """Whether another workload's trials (of this space) say where its best is: some, and
@@ -764,7 +791,9 @@ class ModelSearch(SearchStrategy):
             if m is not None and m.ok:
                 best[by] = min(best[by], m.value)
         if math.isinf(best["queue"]) or math.isinf(best["model"]):
-            return count["model"] <= count["queue"]
+            if self._model_starts:
+                return count["model"] <= count["queue"]
+            return count["model"] < count["queue"]
         return best["model"] < best["queue"]
 
     def _raced(self, config: Config, by: str) -> None:
