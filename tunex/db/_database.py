@@ -381,13 +381,9 @@ def _opened(path_or_file: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]
 
 
 def _iso(seconds: float) -> str:
-    """A timestamp as ISO 8601 in UTC, to the microsecond: readable, and sorts as text (empty
-    for one no calendar holds: a damaged row's)."""
-    try:
-        return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(
-            timespec="microseconds")
-    except (OverflowError, OSError, ValueError, TypeError):
-        return ""
+    """A timestamp as ISO 8601 in UTC, to the microsecond: readable, and sorts as text."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(
+        timespec="microseconds")
 
 
 #: How an export writes the numbers JSON has no token for (NaN, Infinity are not JSON).

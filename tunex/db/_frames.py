@@ -117,7 +117,7 @@ def to_dataframe(db: Database, workload: str | Workload | None = None, *,
                 "facts"):
         df[col] = df[col].astype("string")
     for col in _TIMES:
-        df[col] = pd.to_datetime(df[col], unit="s", utc=True, errors="coerce")
+        df[col] = pd.to_datetime(df[col], unit="s", utc=True)
     return df
 
 

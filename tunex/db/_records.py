@@ -590,8 +590,8 @@ class Records(Store):
             return Measurement(
                 config=config, status=status, times_ms=tuple(times),
                 compile_ms=_number_or(row.compile_ms, None), facts=facts, error=row.error,
-                worker=row.worker, started_at=_number_or(row.started_at, 0.0),
-                ended_at=_number_or(row.ended_at, 0.0))
+                worker=row.worker, started_at=_timestamp(row.started_at),
+                ended_at=_timestamp(row.ended_at))
         except (ValueError, TypeError, AttributeError) as exc:  # ConfigError is a ValueError
             raise DatabaseError(
                 f"tuning database {self._shown} holds a damaged trial (number "
@@ -601,11 +601,22 @@ class Records(Store):
 
 
 def _number_or(value: Any, default: Any) -> Any:
-    """A stored number as a float; ``default`` where it is not a finite one (a damaged row's
-    timestamp, kept rather than losing the trial over it)."""
+    """A stored number as a float; ``default`` where it is not a finite one."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return default
     return float(value)
+
+
+#: The latest time a calendar shows (9999-12-31 23:59:59 UTC), in seconds since 1970.
+_LAST_SECOND = 253_402_300_799.0
+
+
+def _timestamp(value: Any) -> float:
+    """A stored time in seconds since 1970; 0.0 (unknown) where a damaged row holds one no
+    calendar shows (text, negative, past the year 9999): the trial is kept, and every export
+    and the report can print its times."""
+    t = _number_or(value, 0.0)
+    return t if 0.0 <= t <= _LAST_SECOND else 0.0
 
 
 # -- helpers -----------------------------------------------------------------------------------

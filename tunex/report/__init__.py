@@ -113,11 +113,8 @@ def _e(text: Any) -> str:
 
 
 def _when(seconds: float) -> str:
-    try:
-        return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime(
-            "%Y-%m-%d %H:%M:%S UTC")
-    except (OverflowError, OSError, ValueError, TypeError):  # a time no calendar holds
-        return "unknown time"
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC")
 
 
 def _ms(value: float) -> str:

@@ -690,9 +690,7 @@ def _eval_values(text: str) -> list[Any]:
             raise ValueError(f"domain {text!r} makes over {_DOMAIN_ITEMS:,} values")
 
     def bounded_range(*args: int) -> Iterator[int]:
-        for v in range(*args):
-            count(1)
-            yield v
+        return each(range(*args))
 
     def pow_(a: Any, b: Any) -> Any:
         if isinstance(b, int) and (abs(b) > 64 or (  # nor a power of a power of a power...
