@@ -554,11 +554,18 @@ def test_a_warm_start_carries_a_block_relative_to_the_shape_to_a_new_shape():
             assert {c["BLOCK"] for c in st.ask(6)} == {256, 1024, 8192}  # their favourites
             block = st.ask(1)[0]["BLOCK"]
             assert (block == 2048) if relative else (block in (256, 1024, 8192))
-            # racing the model against the favourites (the default), the model goes first
-            raced = ModelSearch(s, seed=seed, explore=0.0, relative=relative)
+            # racing the model against the favourites, the model goes first
+            raced = ModelSearch(s, seed=seed, explore=0.0, relative=relative,
+                                race_start="model")
             raced.warm_start(siblings, current=rows(2048))
             block = raced.ask(1)[0]["BLOCK"]
             assert (block == 2048) if relative else (block in (256, 1024, 8192))
+            # by default the favourite goes first where a model blind to the relative columns
+            # picks it (here, wrongly: the best moves with the row), the model's 2048 second
+            raced = ModelSearch(s, seed=seed, explore=0.0, relative=relative)
+            raced.warm_start(siblings, current=rows(2048))
+            blocks = [c["BLOCK"] for c in raced.ask(2)]
+            assert (2048 in blocks) if relative else (set(blocks) <= {256, 1024, 8192})
 
 
 def test_the_siblings_model_races_their_favourites():
@@ -570,8 +577,8 @@ def test_the_siblings_model_races_their_favourites():
     siblings = [(w, [Measurement(c, Status.OK, (scrambled(c),)) for c in s.sample(40, rng=i)])
                 for i, w in enumerate((w_a, w_b))]
 
-    def start() -> ModelSearch:
-        st = ModelSearch(s, seed=0, explore=0.0)
+    def start() -> ModelSearch:  # the model's pick first (by default it is where they differ)
+        st = ModelSearch(s, seed=0, explore=0.0, race_start="model")
         st.warm_start(siblings, current=here)
         return st
 
@@ -606,11 +613,12 @@ def test_a_one_parameter_space_too_large_to_enumerate():
 
 
 def test_the_race_starts_from_the_favourite_where_an_absolute_model_agrees_with_it():
-    """``race_start="agree"``: a first search of a recorded RVV softmax from the prior less
-    itself, whose siblings' best config holds at every shape, starts from the nearest
-    favourite (a model that sees the parameters as they are picks it; the default model,
-    which also sees them relative to the problem, picks another); a matmul whose best moves
-    with the shape starts from the model either way."""
+    """``race_start="agree"`` (the default): a first search of a recorded RVV softmax from
+    the prior less itself, whose siblings' best config holds at every shape, starts from the
+    nearest favourite (a model that sees the parameters as they are picks it; the usual
+    model, which also sees them relative to the problem, picks another); a matmul whose best
+    moves with the shape starts from the model either way, as every search does with
+    ``race_start="model"``."""
     from pathlib import Path
 
     from tunex.db.prior import Prior
@@ -623,12 +631,14 @@ def test_the_race_starts_from_the_favourite_where_an_absolute_model_agrees_with_
         target = ReplayTarget(path)
         w = target.workload()
         taken = prior.without(like=w).related(w, target.space.names)
-        st = ModelSearch(target.space, seed=0, race_start="agree")
-        st.warm_start(taken, current=w, guessed={x.kernel for x, _ in taken} - {w.kernel})
-        nearest = st._queue[0]
-        first, second = st.ask(2)
-        assert (first == nearest) is favourite_first
-        assert (st._first_by[first], st._first_by[second]) == (
-            ("queue", "model") if favourite_first else ("model", "queue"))
+        for options in ({}, {"race_start": "agree"}, {"race_start": "model"}):
+            st = ModelSearch(target.space, seed=0, **options)
+            st.warm_start(taken, current=w, guessed={x.kernel for x, _ in taken} - {w.kernel})
+            nearest = st._queue[0]
+            first, second = st.ask(2)
+            theirs = favourite_first and options.get("race_start") != "model"
+            assert (first == nearest) is theirs
+            assert (st._first_by[first], st._first_by[second]) == (
+                ("queue", "model") if theirs else ("model", "queue"))
     with pytest.raises(ValueError, match="race_start"):
         ModelSearch(space(), race_start="favourite")
