@@ -441,7 +441,7 @@ class ModelSearch(SearchStrategy):
                         self._queue.append(Config(configs[rank]))
         if self._cands is not None:
             self._cand_X = self.features.transform(self._cands, current)
-        if self.race_start == "agree" and X and self._queue:
+        if X and self.race_start == "agree" and self._racing() and self._queue:
             self._model_starts = not self._absolute_agrees(prior)
         self._rows.clear()
         self._told_at_fit = -1
@@ -461,6 +461,11 @@ class ModelSearch(SearchStrategy):
             # model ranks this workload's trials worse than chance) or "above" (kept only while
             # it ranks them better: kernels guessed from their parameter names, nothing else)
             "keep": "above" if self._guessed and self.related_keep is not None else "chance"}
+
+    def _racing(self) -> bool:
+        """Whether a warm start's first proposals race the model against the favourites
+        (``first="race"``, other workloads kept, not only kernels guessed by their names)."""
+        return self.first == "race" and self._other is not None and not self._guessed
 
     def _absolute_agrees(self, rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> bool:
         """Whether the race starts from the nearest favourite (``race_start="agree"``): a model
@@ -814,7 +819,7 @@ class ModelSearch(SearchStrategy):
 
     def _ask(self, n: int) -> list[Config] | None:
         out: list[Config] = []
-        race = self.first == "race" and self._other is not None and not self._guessed
+        race = self._racing()
         while self._queue and len(out) < n:
             if race and self.proposals + len(out) >= self.n_init:
                 self._queue.clear()  # the race is over: the evidence checks take it from here
