@@ -17,7 +17,9 @@ variant, space and seed. This reads them back:
     # without --variant: the base's median over spaces of random's median trials to 95% over
     # its own, its runs within 95% by the budget, and its easy spaces (random expects at most
     # 50 trials) whose mean trials exceed 1.2x random's expectation (the facts of each space
-    # are read from the first file that holds them)
+    # are read from the first file that holds them), each with p, the chance that uniform
+    # sampling's mean over as many runs is as high, and how many easy spaces uniform sampling
+    # itself would put over 1.2x at these run counts (expected count)
 
     # a --no-cold file's warm runs against its own cold ones (each space's prior, siblings,
     # ... against the same seed's cold search): NAME/warm
@@ -36,6 +38,7 @@ import gzip
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +60,14 @@ def read(spec: str) -> tuple[dict[str, Any], dict[tuple[str, int], int | None]]:
                 t = cold.get("t95")
                 runs[(space, int(seed))] = None if t in (None, "None") else int(t)
     return doc.get("facts", {}), runs
+
+
+def random_mean_tail(size: int, good: int, runs: int, mean: float, cap: int) -> float:
+    """search_efficiency.random_mean_tail (imported where needed: it brings tunex in)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from search_efficiency import random_mean_tail as tail
+
+    return float(tail(size, good, runs, mean, cap))
 
 
 def gather(specs: list[str], seeds: int | None) -> tuple[dict[str, Any], dict[tuple[str, int],
@@ -111,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     spaces = sorted({s for s, _ in base})
     ratios, easy, within, n = [], [], 0, 0
+    n_easy, floor = 0, 0.0  # uniform sampling's own expected breaches of the easy-space rule
     for s in spaces:
         ts = [t(v) for (sp, _), v in base.items() if sp == s]
         rnd = facts.get(s, {}).get("random", {}).get("0.95")
@@ -120,11 +132,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {s}: no facts (random's expectation) in the base files")
             continue
         ratios.append(rnd["median"] / statistics.median(ts))
+        size, good = facts[s].get("size"), facts[s].get("within", {}).get("0.95")
+        p = None
+        if rnd["mean"] <= 50 and size and good:
+            n_easy += 1
+            floor += random_mean_tail(size, good, len(ts), 1.2 * rnd["mean"], miss)
+            p = random_mean_tail(size, good, len(ts), statistics.fmean(ts), miss)
         if rnd["mean"] <= 50 and statistics.fmean(ts) / rnd["mean"] > 1.2:
-            easy.append(f"{s} ({statistics.fmean(ts) / rnd['mean']:.2f}, {len(ts)} runs)")
+            easy.append(f"{s} ({statistics.fmean(ts) / rnd['mean']:.2f}, {len(ts)} runs"
+                        + (f", p {p:.2g})" if p is not None else ")"))
     print(f"{len(spaces)} spaces: median x random {statistics.median(ratios):.2f}x; within 95% "
           f"by {args.budget}: {within} of {n} runs; easy spaces over 1.2x random's "
-          f"expectation: {', '.join(easy) or 'none'}")
+          f"expectation: {', '.join(easy) or 'none'}"
+          + (f" (p: the chance that uniform sampling's mean over as many runs is as high; "
+             f"uniform sampling itself would be over 1.2x on {floor:.1f} of these {n_easy} "
+             "easy spaces, expected count)" if n_easy else ""))
     return 0
 
 

@@ -6,6 +6,10 @@ Three read-only looks at recordings and stored leave-one-out runs (seconds each)
   optimum from the middle of each ordered numeric parameter's range (0: the middle, 1: an
   end; parameters of 3 or more values), minus the same over all its configs: below 0, the
   good configs lie nearer the middle than the space does.
+  With ``--by-device``, also each space against the mean of the other kernels' spaces
+  recorded on its device (leave-one-kernel-out): how often the signs agree, that is whether
+  a device's other kernels tell where a new kernel's good configs lie (the start design of a
+  kernel's first search could be chosen so).
 - ``outside RUNS --loo-data DIR...``: the stored warm and cold runs of ``search_efficiency.py
   --loo`` (variant ``model``), split by whether the held-out space's problem lies outside its
   siblings' (one size above or below all of theirs): runs within 95% by trial 20 (warm), and
@@ -58,6 +62,23 @@ def middle(path: Path) -> tuple[float, float, int, int] | None:
 
     d = np.array([edge(c) for c in points])
     return float(d[good].mean()), float(d.mean()), int(good.sum()), len(points)
+
+
+def by_device(rows: list[tuple[str, str, float]]) -> None:
+    """Each space's statistic against the mean of the other kernels' on its device."""
+    agree = total = middle_n = 0
+    for kernel, device, x in rows:
+        others = [y for k, d, y in rows if d == device and k != kernel]
+        if not others:
+            print(f"  {kernel} on {device}: no other kernel recorded there")
+            continue
+        guess = statistics.fmean(others)
+        total += 1
+        agree += (guess < 0) == (x < 0)
+        middle_n += x < 0
+        print(f"  {kernel:24s} {device:28s} own {x:+.2f}  its device's other kernels "
+              f"{guess:+.2f} ({len(others)} spaces)")
+    print(f"signs agree on {agree} of {total} spaces (always guessing the middle: {middle_n})")
 
 
 def _sizes(path: Path) -> dict[str, float]:
@@ -125,6 +146,7 @@ def main() -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("middle")
     m.add_argument("files", nargs="+", type=Path)
+    m.add_argument("--by-device", action="store_true")
     o = sub.add_parser("outside")
     o.add_argument("runs", type=Path)
     o.add_argument("--loo-data", type=Path, action="append", required=True)
@@ -132,12 +154,18 @@ def main() -> int:
     h.add_argument("file", type=Path)
     args = p.parse_args()
     if args.cmd == "middle":
+        rows = []
         for f in args.files:
             got = middle(f)
             if got is not None:
                 g, a, n, size = got
                 print(f"{g - a:+.2f}  good {g:.2f}  all {a:.2f}  within 95% {n:>5} of "
                       f"{size:>6}  {f}")
+                t = ReplayTarget(f)
+                rows.append((str(t.doc_meta.get("kernel_name")), str(t.fingerprint()["device"]),
+                             g - a))
+        if args.by_device:
+            by_device(rows)
     elif args.cmd == "outside":
         outside(args.runs, args.loo_data)
     else:

@@ -196,6 +196,31 @@ def random_first_hit(size: int, good: int, early: int = EARLY) -> dict[str, floa
             "share_by_early": 1.0 if by_early is None else by_early}
 
 
+def random_mean_tail(size: int, good: int, runs: int, mean: float, cap: int) -> float:
+    """Chance that ``runs`` uniform searches' mean trials to a first hit is ``mean`` or more.
+
+    Each run draws without replacement from ``size`` valid points of which ``good`` are hits
+    (the law of :func:`random_first_hit`), and a run that has not hit by draw ``cap`` counts as
+    ``cap``, as a missed search counts as its budget + 1. Exact: the law of one run's capped
+    trials convolved ``runs`` times. It is the one-sided p-value of "this strategy's mean is no
+    worse than uniform sampling's", and, at ``mean`` = 1.2x random's expectation, how often
+    uniform sampling itself breaks the issue's easy-space rule at that many seeds.
+    """
+    if runs < 1 or not 0 < good <= size:
+        raise ValueError(f"need runs >= 1 and 0 < good <= size, not {runs}, {good}, {size}")
+    law, survive = [], 1.0
+    for t in range(1, min(cap, size - good + 1) + 1):
+        nxt = survive * (size - good - (t - 1)) / (size - (t - 1)) if t < cap else 0.0
+        law.append(survive - nxt)
+        survive = nxt
+    total = np.array([1.0])
+    one = np.array(law)
+    for _ in range(runs):
+        total = np.convolve(total, one)
+    sums = np.arange(total.size) + runs  # total[k]: chance that the trials sum to k + runs
+    return float(min(1.0, total[sums >= mean * runs - 1e-9].sum()))
+
+
 def space_facts(path: Path) -> dict[str, Any]:
     """Size, optimum, how many points lie within each level, and random search's odds."""
     target = ReplayTarget(path)
@@ -1350,6 +1375,7 @@ def loo_table(doc: dict[str, Any], facts: dict[str, dict[str, Any]],
               ) -> list[str]:
     """Per space: random's odds, the picked variant's cold (and warm) trials to 95%."""
     rows, ratios, within, easy_bad, warm20 = [], [], [], [], []
+    n_easy, floor, slower = 0, 0.0, []  # random's own breaches of the rule; significant losses
     early, w_early = min(EARLY, b), min(20, b)  # a miss counts as b + 1: never within
     for space, f in facts.items():
         v = pick(space)
@@ -1363,8 +1389,15 @@ def loo_table(doc: dict[str, Any], facts: dict[str, dict[str, Any]],
         within += [x <= early for x in t]
         easy = r["mean"] <= EASY
         rel = float(np.mean(t)) / r["mean"]
+        good = f.get("within", {}).get("0.95")
+        if easy and good:
+            n_easy += 1
+            floor += random_mean_tail(f["size"], good, len(t), 1.2 * r["mean"], b + 1)
+            p = random_mean_tail(f["size"], good, len(t), float(np.mean(t)), b + 1)
+            if p < 0.05:
+                slower.append(f"{space} (p {p:.2g})")
         if easy and rel > 1.2:
-            easy_bad.append(space)
+            easy_bad.append(f"{space} ({rel:.2f}, p {p:.2g})" if good else space)
         warm20 += [x <= w_early for x in w]
         rows.append(
             f"| {space} | {f['size']:,} | {r['mean']:,.0f} / {r['median']:,.0f} | "
@@ -1385,7 +1418,11 @@ def loo_table(doc: dict[str, Any], facts: dict[str, dict[str, Any]],
             f"Median x random over {len(ratios)} spaces **{float(np.median(ratios)):.1f}x**; "
             f"cold runs within 95% by trial {early}: **{pct(np.mean(within))}**; easy "
             "spaces where the mean is over 1.2x random's expectation: "
-            f"**{', '.join(easy_bad) if easy_bad else 'none'}**"
+            f"**{', '.join(easy_bad) if easy_bad else 'none'}** (p: the chance that uniform "
+            "sampling's mean over as many runs is as high); uniform sampling itself, scored so, "
+            f"would be over 1.2x on {floor:.1f} of these {n_easy} easy spaces (expected count); "
+            "easy spaces where the mean is significantly above uniform sampling's (p < 0.05): "
+            f"**{', '.join(slower) if slower else 'none'}**"
             + (f"; warm runs within 95% by trial {w_early}: **{pct(np.mean(warm20))}**."
                if warm20 else ".")]
 

@@ -334,6 +334,50 @@ def test_loo_paired_sums_and_pairs_stored_runs(tmp_path, capsys):
     assert "by 20: base 1, variant 1" in out
 
 
+def test_random_mean_tail_is_the_exact_law_of_uniform_sampling():
+    """The chance that uniform sampling's mean over n runs reaches a level: one run's is the
+    product rule of drawing without replacement; n runs' agrees with a simulation; a miss
+    counts as the cap; more runs make 1.2x its own expectation rarer."""
+    import numpy as np
+
+    se = bench()
+    # one run, 48 points, 10 hits: P(T >= 2) = P(first draw misses) = 38 / 48
+    assert abs(se.random_mean_tail(48, 10, 1, 2, 101) - 38 / 48) < 1e-12
+    assert abs(se.random_mean_tail(48, 10, 1, 1, 101) - 1.0) < 1e-12
+    # the cap: every run that has not hit by draw 6 counts 6, so a mean above 6 is impossible
+    assert se.random_mean_tail(640, 96, 5, 6.2, 6) == 0.0
+    rng = np.random.default_rng(0)
+    draws = np.argsort(rng.random((40_000 * 5, 60)), axis=1)[:, :6] < 3
+    t = np.where(draws.any(1), draws.argmax(1) + 1, 6).reshape(-1, 5).mean(1)
+    assert abs(se.random_mean_tail(60, 3, 5, 4.4, 6) - float((t >= 4.4 - 1e-9).mean())) < 0.01
+    e = 49 / 11  # random's expectation on 48 points with 10 hits
+    p20, p80 = (se.random_mean_tail(48, 10, n, 1.2 * e, 101) for n in (20, 80))
+    assert 0.1 < p20 < 0.2 and p80 < p20 / 3
+
+
+def test_loo_paired_gives_each_easy_breach_its_chance_under_uniform_sampling(tmp_path, capsys):
+    import json
+
+    spec = importlib.util.spec_from_file_location(
+        "loo_paired", Path(__file__).resolve().parents[1] / "benchmarks" / "loo_paired.py")
+    assert spec and spec.loader
+    lp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lp)
+    e = 49 / 11
+    facts = {"f/a": {"size": 48, "within": {"0.95": 10},
+                     "random": {"0.95": {"mean": e, "median": 4.0}}}}
+    doc = {"loo": {"facts": facts, "runs": {"m": {"f/a": {
+        str(s): {"cold": {"t95": 9}} for s in range(20)}}}}}
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    assert lp.main(["--base", f"{tmp_path / 'r.json'}:m"]) == 0
+    out = capsys.readouterr().out
+    import re
+
+    got = re.search(r"f/a \(2\.02, 20 runs, p ([0-9.e+-]+)\)", out)
+    assert got and float(got.group(1)) < 1e-4  # 9 trials every run: far above uniform sampling
+    assert "over 1.2x on 0.1 of these 1 easy spaces" in out
+
+
 def test_batch_asks_that_many_configs_before_any_is_measured(monkeypatch):
     """--batch N: the loop asks the strategy for N configs at once, ahead of their results, as
     a search with N build workers does (it asked for one at a time whatever --batch said)."""
