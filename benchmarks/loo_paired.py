@@ -62,14 +62,6 @@ def read(spec: str) -> tuple[dict[str, Any], dict[tuple[str, int], int | None]]:
     return doc.get("facts", {}), runs
 
 
-def random_mean_tail(size: int, good: int, runs: int, mean: float, cap: int) -> float:
-    """search_efficiency.random_mean_tail (imported where needed: it brings tunex in)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from search_efficiency import random_mean_tail as tail
-
-    return float(tail(size, good, runs, mean, cap))
-
-
 def gather(specs: list[str], seeds: int | None) -> tuple[dict[str, Any], dict[tuple[str, int],
                                                                           int | None]]:
     facts: dict[str, Any] = {}
@@ -120,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         for fam, xs in sorted(fams.items()):
             print(f"  {fam:20s} {len(xs):4d} runs  mean log2 {statistics.fmean(xs):+.3f}")
         return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from search_efficiency import easy_odds  # here, not at the top: it brings tunex in
+
     spaces = sorted({s for s, _ in base})
     ratios, easy, within, n = [], [], 0, 0
     n_easy, floor = 0, 0.0  # uniform sampling's own expected breaches of the easy-space rule
@@ -136,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         p = None
         if rnd["mean"] <= 50 and size and good:
             n_easy += 1
-            floor += random_mean_tail(size, good, len(ts), 1.2 * rnd["mean"], miss)
-            p = random_mean_tail(size, good, len(ts), statistics.fmean(ts), miss)
+            p, breach = easy_odds(size, good, ts, miss)
+            floor += breach
         if rnd["mean"] <= 50 and statistics.fmean(ts) / rnd["mean"] > 1.2:
             easy.append(f"{s} ({statistics.fmean(ts) / rnd['mean']:.2f}, {len(ts)} runs"
                         + (f", p {p:.2g})" if p is not None else ")"))

@@ -40,10 +40,9 @@ sys.path.insert(0, str(ROOT))
 from tunex.targets.replay import ReplayTarget  # noqa: E402
 
 
-def middle(path: Path) -> tuple[float, float, int, int] | None:
+def middle(target: ReplayTarget) -> tuple[float, float, int, int] | None:
     """(good configs' mean distance from the middle, all configs', good, size), or ``None``
     where the space has no ordered numeric parameter of 3 or more values."""
-    target = ReplayTarget(path)
     points = list(target.space)
     times = np.array([target.true_time(c) for c in points])
     good = times.min() / times >= 0.95
@@ -156,12 +155,12 @@ def main() -> int:
     if args.cmd == "middle":
         rows = []
         for f in args.files:
-            got = middle(f)
+            t = ReplayTarget(f)
+            got = middle(t)
             if got is not None:
                 g, a, n, size = got
                 print(f"{g - a:+.2f}  good {g:.2f}  all {a:.2f}  within 95% {n:>5} of "
                       f"{size:>6}  {f}")
-                t = ReplayTarget(f)
                 rows.append((str(t.doc_meta.get("kernel_name")), str(t.fingerprint()["device"]),
                              g - a))
         if args.by_device:

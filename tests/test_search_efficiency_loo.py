@@ -4,6 +4,7 @@ chosen on the other kernel families only, and spaces are grouped into families."
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -371,8 +372,6 @@ def test_loo_paired_gives_each_easy_breach_its_chance_under_uniform_sampling(tmp
     (tmp_path / "r.json").write_text(json.dumps(doc))
     assert lp.main(["--base", f"{tmp_path / 'r.json'}:m"]) == 0
     out = capsys.readouterr().out
-    import re
-
     got = re.search(r"f/a \(2\.02, 20 runs, p ([0-9.e+-]+)\)", out)
     assert got and float(got.group(1)) < 1e-4  # 9 trials every run: far above uniform sampling
     assert "over 1.2x on 0.1 of these 1 easy spaces" in out
