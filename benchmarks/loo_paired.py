@@ -47,7 +47,12 @@ def read(spec: str) -> tuple[dict[str, Any], dict[tuple[str, int], int | None]]:
     """``FILE:NAME`` -> (the file's facts per space, ``{(space, seed): trials to 95%}``)."""
     path, _, name = spec.rpartition(":")
     name, _, part = name.partition("/")
-    raw = Path(path).read_bytes()
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise SystemExit(f"{spec}: cannot read {path!r} ({e.strerror}); give FILE:NAME, the "
+                         "--out file of a search_efficiency.py --loo run and a variant in it"
+                         ) from None
     doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)["loo"]
     if name not in doc["runs"]:
         raise SystemExit(f"{path}: no variant {name!r} (it holds {sorted(doc['runs'])})")
