@@ -21,6 +21,9 @@ variant, space and seed. This reads them back:
     # sampling's mean over as many runs is as high, and how many easy spaces uniform sampling
     # itself would put over 1.2x at these run counts (expected count)
 
+    # --variant-up-to 2000: the variant's runs on spaces of at most 2,000 valid points, the
+    # base's elsewhere (a change applied by space size, composed from the stored runs)
+
     # a --no-cold file's warm runs against its own cold ones (each space's prior, siblings,
     # ... against the same seed's cold search): NAME/warm
     python benchmarks/loo_paired.py --base R/kt_prior_top20_seeds0-19.json.gz:model \
@@ -87,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variant", metavar="FILE:NAME")
     p.add_argument("--seeds", type=int, default=None, help="only seeds below this")
     p.add_argument("--budget", type=int, default=100)
+    p.add_argument("--variant-up-to", type=int, default=None, metavar="POINTS",
+                   help="take the variant's runs only on spaces of at most this many valid "
+                        "points, the base's elsewhere (a rule by space size, composed from "
+                        "stored runs)")
     args = p.parse_args(argv)
     facts, base = gather(args.base, args.seeds)
     miss = args.budget + 1
@@ -97,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.variant:
         _, var = gather([args.variant], args.seeds)
         keys = sorted(k for k in var if k in base)
+        if args.variant_up_to is not None:
+            sizes = {s: facts.get(s, {}).get("size") for s, _ in keys}
+            if None in sizes.values():
+                raise SystemExit("--variant-up-to: the base files give no space size for "
+                                 f"{sorted(s for s, n in sizes.items() if n is None)[:3]}")
+            var = {k: var[k] if sizes[k[0]] <= args.variant_up_to else base[k] for k in keys}
         if not keys:
             raise SystemExit("no (space, seed) in both the base and the variant")
         d = [math.log2(t(base[k]) / t(var[k])) for k in keys]

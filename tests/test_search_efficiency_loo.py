@@ -377,6 +377,34 @@ def test_loo_paired_gives_each_easy_breach_its_chance_under_uniform_sampling(tmp
     assert "over 1.2x on 0.1 of these 1 easy spaces" in out
 
 
+def test_loo_paired_composes_a_variant_by_space_size(tmp_path, capsys):
+    """--variant-up-to N: the variant's runs on spaces of at most N points, the base's on
+    larger ones, so a change applied by size is scored from runs made without the rule."""
+    import json
+
+    spec = importlib.util.spec_from_file_location(
+        "loo_paired", Path(__file__).resolve().parents[1] / "benchmarks" / "loo_paired.py")
+    assert spec and spec.loader
+    lp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lp)
+    facts = {"f/small": {"size": 48, "random": {"0.95": {"mean": 5.0, "median": 4.0}}},
+             "f/large": {"size": 9000, "random": {"0.95": {"mean": 500.0, "median": 400.0}}}}
+
+    def write(name, variant, small, large):
+        doc = {"loo": {"facts": facts, "runs": {variant: {
+            "f/small": {"0": {"cold": {"t95": small}}},
+            "f/large": {"0": {"cold": {"t95": large}}}}}}}
+        (tmp_path / name).write_text(json.dumps(doc))
+        return f"{tmp_path / name}:{variant}"
+
+    base, var = write("b.json", "m", 8, 40), write("v.json", "x", 4, 80)
+    assert lp.main(["--base", base, "--variant", var]) == 0
+    assert "2 paired runs: mean log2 +0.000" in capsys.readouterr().out  # +1 and -1
+    assert lp.main(["--base", base, "--variant", var, "--variant-up-to", "2000"]) == 0
+    out = capsys.readouterr().out  # the small space's +1, the large one's base against itself
+    assert "2 paired runs: mean log2 +0.500" in out and "faster 1 / slower 0" in out
+
+
 def test_batch_asks_that_many_configs_before_any_is_measured(monkeypatch):
     """--batch N: the loop asks the strategy for N configs at once, ahead of their results, as
     a search with N build workers does (it asked for one at a time whatever --batch said)."""
