@@ -64,6 +64,43 @@ def test_initial_design_fills_the_space():
         assert closest(design) > closest(uniform)
 
 
+def test_the_design_does_not_run_from_the_best_on_small_spaces():
+    """Where the design's pool is a large share of the space (``near_best``), a config within
+    5% of the best so far no longer pushes the space-filling proposals away: they come nearer
+    to it than with every measured config repelling. On a space of more than 2,048 points the
+    option changes nothing."""
+
+    def nearest(st: ModelSearch, best: Config, s: Space, n: int = 6) -> float:
+        X = s.encode([st.ask(1)[0] for _ in range(n)] + [best])
+        X = (X - X.min(0)) / np.maximum(np.ptp(X, 0), 1e-9)
+        return float(((X[:-1] - X[-1]) ** 2).sum(-1).min())
+
+    def told(s: Space, seed: int, **options) -> tuple[ModelSearch, Config]:
+        st = get_strategy("model", s, seed=seed, explore=0.0, **options)
+        measured = s.sample(6, np.random.default_rng(100 + seed))
+        st.tell([Measurement(c, Status.OK, (1.0 if i == 0 else 2.0 + i,))
+                 for i, c in enumerate(measured)])
+        return st, measured[0]
+
+    small = space()
+    assert small.size <= 2048
+    near, far = [], []
+    for seed in range(20):
+        near.append(nearest(*told(small, seed), small))
+        far.append(nearest(*told(small, seed, near_best=None), small))
+    assert np.mean(near) < 0.7 * np.mean(far)
+    assert sum(a < b for a, b in zip(near, far)) > 2 * sum(a > b for a, b in zip(near, far))
+
+    big = Space([Pow2("bx", 1, 1024), Pow2("by", 1, 1024), Int("t", 1, 32), Choice("alg", ["a", "b"])])
+    assert big.size > 2048
+    for seed in range(3):
+        a, best = told(big, seed)
+        b, _ = told(big, seed, near_best=None)
+        assert [a.ask(1)[0] for _ in range(6)] == [b.ask(1)[0] for _ in range(6)]
+    with pytest.raises(ValueError, match="near_best"):
+        get_strategy("model", small, near_best=0.0)
+
+
 def test_the_model_leads_only_where_it_predicts():
     s = space()
     learnable = get_strategy("model", s, seed=0)
@@ -72,12 +109,14 @@ def test_the_model_leads_only_where_it_predicts():
     assert learnable._share() > 0.9
     # on noise the held-out correlation is a draw around zero, and the gate's share a clipped
     # function of it: judged over several seeds, not by whether three draws fell below 0.5
-    shares = []
+    shares, rhos = [], []
     for seed in range(8):
         noise = get_strategy("model", s, seed=seed)
         search(noise, scrambled, 40)
-        assert noise.rho_ is not None and abs(noise.rho_) < 0.35
+        assert noise.rho_ is not None and abs(noise.rho_) < 0.5
+        rhos.append(noise.rho_)
         shares.append(noise._share())
+    assert abs(np.mean(rhos)) < 0.15  # a draw around zero: no seed's is far from it
     assert np.mean(shares) < 0.45  # mostly space-filling: no worse than uniform sampling
     assert sum(x < 0.5 for x in shares) >= 5
 
