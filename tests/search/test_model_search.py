@@ -91,10 +91,11 @@ def test_the_design_does_not_run_from_the_best_on_small_spaces():
     assert np.mean(near) < 0.7 * np.mean(far)
     assert sum(a < b for a, b in zip(near, far)) > 2 * sum(a > b for a, b in zip(near, far))
 
-    big = Space([Pow2("bx", 1, 1024), Pow2("by", 1, 1024), Int("t", 1, 32), Choice("alg", ["a", "b"])])
+    big = Space([Pow2("bx", 1, 1024), Pow2("by", 1, 1024), Int("t", 1, 32),
+                 Choice("alg", ["a", "b"])])
     assert big.size > 2048
     for seed in range(3):
-        a, best = told(big, seed)
+        a, _ = told(big, seed)
         b, _ = told(big, seed, near_best=None)
         assert [a.ask(1)[0] for _ in range(6)] == [b.ask(1)[0] for _ in range(6)]
     with pytest.raises(ValueError, match="near_best"):
