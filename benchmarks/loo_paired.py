@@ -87,7 +87,8 @@ def gather(specs: list[str], seeds: int | None) -> tuple[dict[str, Any], dict[tu
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--base", action="append", required=True, metavar="FILE:NAME")
-    p.add_argument("--variant", metavar="FILE:NAME")
+    p.add_argument("--variant", action="append", metavar="FILE:NAME",
+                   help="repeatable, as --base: the runs of several files taken together")
     p.add_argument("--seeds", type=int, default=None, help="only seeds below this")
     p.add_argument("--budget", type=int, default=100)
     p.add_argument("--variant-up-to", type=int, default=None, metavar="POINTS",
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return miss if x is None else x
 
     if args.variant:
-        _, var = gather([args.variant], args.seeds)
+        _, var = gather(args.variant, args.seeds)
         keys = sorted(k for k in var if k in base)
         if args.variant_up_to is not None:
             sizes = {s: facts.get(s, {}).get("size") for s, _ in keys}

@@ -403,6 +403,17 @@ def test_loo_paired_composes_a_variant_by_space_size(tmp_path, capsys):
     assert lp.main(["--base", base, "--variant", var, "--variant-up-to", "2000"]) == 0
     out = capsys.readouterr().out  # the small space's +1, the large one's base against itself
     assert "2 paired runs: mean log2 +0.500" in out and "faster 1 / slower 0" in out
+    # --variant repeats as --base does: the runs of several files together
+    def other(name, variant, t95):
+        doc = {"loo": {"facts": {"g/other": facts["f/small"]},
+                       "runs": {variant: {"g/other": {"0": {"cold": {"t95": t95}}}}}}}
+        (tmp_path / name).write_text(json.dumps(doc))
+        return f"{tmp_path / name}:{variant}"
+
+    b2, v2 = other("b2.json", "m", 8), other("v2.json", "x", 2)
+    assert lp.main(["--base", base, "--base", b2, "--variant", var, "--variant", v2]) == 0
+    out = capsys.readouterr().out
+    assert "3 paired runs" in out and "faster 2 / slower 1" in out
 
 
 def test_batch_asks_that_many_configs_before_any_is_measured(monkeypatch):
