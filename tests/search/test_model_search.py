@@ -98,8 +98,9 @@ def test_the_design_does_not_run_from_the_best_on_small_spaces():
         a, _ = told(big, seed)
         b, _ = told(big, seed, near_best=None)
         assert [a.ask(1)[0] for _ in range(6)] == [b.ask(1)[0] for _ in range(6)]
-    with pytest.raises(ValueError, match="near_best"):
-        get_strategy("model", small, near_best=0.0)
+    for bad in (0.0, 1.5, float("nan"), True, "1/32"):
+        with pytest.raises(ValueError, match="near_best"):
+            get_strategy("model", small, near_best=bad)
 
 
 def test_the_model_leads_only_where_it_predicts():

@@ -343,7 +343,9 @@ class ModelSearch(SearchStrategy):
         if race_start not in ("model", "agree"):
             raise ValueError(f"race_start must be 'model' or 'agree', not {race_start!r}")
         self.race_start = race_start
-        if near_best is not None and not 0.0 < near_best <= 1.0:
+        if near_best is not None and (isinstance(near_best, bool)
+                                      or not isinstance(near_best, (int, float))
+                                      or not 0.0 < near_best <= 1.0):
             raise ValueError(f"near_best must be None or a share in (0, 1], not {near_best!r}")
         self.near_best = near_best
         #: whether the race's first proposal is the model's (else the nearest favourite's)
