@@ -260,9 +260,10 @@ class ModelSearch(SearchStrategy):
             spaces the design's reach to far basins is worth more, and every measured config
             repels. ``None``: everything measured repels on every space. Leave-one-out, cold,
             63 spaces, seeds 0-19, paired against ``None``: +0.066 mean log2 of trials to 95%
-            (p 0.04), the one easy space uniform sampling beat by over 1.2x brought within
-            it; on seven RVV spaces recorded after the choice, 40 seeds: +0.056 (p 0.33), 95%
-            within 20 trials in 201 of 280 runs against 196 (RESULTS.md).
+            (p 0.04); fresh seeds 40-59 on the 50 spaces it changes: +0.092 (p 0.02); on
+            seven RVV spaces recorded after the choice, 40 seeds: +0.056 (p 0.33); the one easy
+            space where uniform sampling was significantly faster, 1.44x -> 1.18x its
+            expectation over 100 seeds (RESULTS.md).
     """
 
     name = "model"
