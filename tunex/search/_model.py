@@ -805,14 +805,16 @@ class ModelSearch(SearchStrategy):
         seen = self.history.keys() | self.pending | set(taken)
         pool = self.space.sample(1 if self.design == "random" else _DESIGN_POOL, self.rng,
                                  exclude=seen)
-        repel = seen
-        if self.near_best is not None and _DESIGN_POOL >= self.near_best * self.space.size:
-            ok = [m.value for m in self.history.values() if m.ok]
-            if ok:
-                near = _NEAR_BEST * min(ok)
-                repel = seen - {c for c, m in self.history.items() if m.ok and m.value <= near}
-        if len(pool) <= 1 or not repel:
+        if len(pool) <= 1 or not seen:
             return pool[0] if pool else None
+        repel = seen
+        best = self.best
+        if (best is not None and self.near_best is not None
+                and _DESIGN_POOL >= self.near_best * self.space.size):
+            near = _NEAR_BEST * best.value
+            repel = seen - {c for c, m in self.history.items() if m.ok and m.value <= near}
+            if not repel:
+                return pool[0]
         ref = self.space.encode(list(repel))
         P = self.space.encode(pool)
         lo = np.minimum(ref.min(0), P.min(0))
