@@ -103,6 +103,44 @@ def test_the_design_does_not_run_from_the_best_on_small_spaces():
             get_strategy("model", small, near_best=bad)
 
 
+def test_the_design_covers_each_parameters_values_on_small_spaces():
+    """On a small space the design's first proposals (``design="auto"``: MaxPro) cover more of
+    each ordered parameter's values than maximin's corner sweep or uniform samples do; on a
+    space of more than 2,048 points "auto" is maximin, proposal for proposal."""
+
+    def first(s: Space, seed: int, n: int = 10, **options) -> list[Config]:
+        st = get_strategy("model", s, seed=seed, n_init=n + 2, explore=0.0, **options)
+        out = []
+        for _ in range(n):
+            c = st.ask(1)[0]
+            st.tell([Measurement(c, Status.OK, (smooth(c),))])
+            out.append(c)
+        return out
+
+    def coverage(s: Space, configs: list[Config]) -> float:
+        return float(np.mean([len({c[p.name] for c in configs}) / len(p.values)
+                              for p in s.params if p.ordered]))
+
+    small = space()
+    assert small.size <= 2048
+    auto = [coverage(small, first(small, seed)) for seed in range(20)]
+    maximin = [coverage(small, first(small, seed, design="maximin")) for seed in range(20)]
+    uniform = [coverage(small, small.sample(10, np.random.default_rng(seed)))
+               for seed in range(20)]
+    assert np.mean(auto) > np.mean(maximin) + 0.1
+    assert np.mean(auto) > np.mean(uniform) + 0.1
+    assert sum(a > b for a, b in zip(auto, maximin)) >= 15
+
+    big = Space([Pow2("bx", 1, 1024), Pow2("by", 1, 1024), Int("t", 1, 32),
+                 Choice("alg", ["a", "b"])])
+    assert big.size > 2048
+    for seed in range(3):
+        assert first(big, seed, 6) == first(big, seed, 6, design="maximin")
+    for bad in ("MaxPro", "lhs", None, 1):
+        with pytest.raises(ValueError, match="design must be"):
+            get_strategy("model", small, design=bad)
+
+
 def test_the_model_leads_only_where_it_predicts():
     s = space()
     learnable = get_strategy("model", s, seed=0)

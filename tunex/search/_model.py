@@ -1,9 +1,11 @@
 """Model-guided search: a gradient-boosted ranker proposes what to measure next.
 
-It starts from a space-filling design over the valid points (each proposal the farthest, in the
-space's encoding, from everything measured or pending, among a pool of uniform valid samples;
-on spaces small enough that the pool is a large share of them, the configs within 5% of the best
-so far do not push it away).
+It starts from a space-filling design over the valid points, each proposal picked from a pool of
+uniform valid samples: on larger spaces the farthest, in the space's encoding, from everything
+measured or pending (maximin); on spaces small enough that the pool is a large share of them,
+the least crowded in every parameter's own values (MaxPro, Joseph, Gul and Ba 2015: the design's
+points cover each parameter's values, not only the corners), and the configs within 5% of the
+best so far do not push it away.
 The model only takes over as far as it has earned it: at every evidence check the ranker is
 refitted on two thirds of the trials and scored on the held-back third (three folds, Spearman
 rank correlation between its scores and the measured times, failures last), and the share of
@@ -63,7 +65,8 @@ __all__ = ["ModelSearch", "rank_correlation"]
 
 _ARM_MAX_HISTORY = 300  # a sampler's cost per ask grows with the history; past it the arm rests
 _TWO_STEP_LIMIT = 1024  # two-step moves scored per leader by the local arm, at most
-_DESIGN_POOL = 64  # uniform valid samples the space-filling design picks its farthest from
+_DESIGN_POOL = 64  # uniform valid samples the space-filling design picks its proposal from
+_SMALL = 1 / 32  # a space is small where the design's pool is at least this share of it
 _NEAR_BEST = 1.05  # measured configs within 5% of the best so far: ``near_best``'s reach
 
 
@@ -121,8 +124,18 @@ class ModelSearch(SearchStrategy):
         pool: candidates per round for larger spaces.
         interactions: give the model log2 pairwise products of numeric parameters.
         model: options for :class:`GBMRanker`.
-        design: ``"maximin"`` (space-filling) or ``"random"`` proposals where the model is not
-            followed.
+        design: the proposals where the model is not followed: ``"maximin"`` (the pool
+            config farthest from everything measured or pending, in the space's encoding),
+            ``"maxpro"`` (the pool config least crowded in each parameter's own values, by
+            MaxPro's criterion), ``"random"`` (uniform), or ``"auto"`` (the default): MaxPro on
+            small spaces (the pool of 64 samples at least 1/32 of the valid points: at most
+            2,048), maximin elsewhere. Maximin's farthest point is a corner sweep: a small
+            space's corners are few, and its designs are the same on every seed; MaxPro's cover
+            each parameter's values. Leave-one-out, cold, the 57 spaces of at most 2,048
+            points, seeds 0-59, paired against maximin there: +0.069 mean log2 of trials to
+            95% (p 9e-6), 95% within 20 trials in 2,772 runs against 2,633 of 3,420; Triton
+            spaces gain (matmul_tma +0.25, flash attention +0.18), RVV sgemm loses (-0.16), its
+            best configs lie at the corners (RESULTS.md).
         gate: evidence at which the model gets every proposal: ``rho * sqrt(n - 1)`` (about a
             z-score under "no better than chance") of its held-out rank correlation ``rho`` on
             ``n`` trials; below it the model's share is proportional. ``0``: always follow it.
@@ -271,7 +284,7 @@ class ModelSearch(SearchStrategy):
     def __init__(self, space: Space, *, seed: int | None = None, variant: str = "",
                  n_init: int = 10, explore: float = 0.05, refit_every: float = 0.02,
                  enumerate_limit: int = 250_000, pool: int = 2048, interactions: bool = True,
-                 model: dict[str, Any] | None = None, design: str = "maximin",
+                 model: dict[str, Any] | None = None, design: str = "auto",
                  gate: float = 1.0, floor: float = 0.1, check_every: float = 0.1,
                  seed_configs: int = 2, portfolio: bool = True,
                  seed_order: str = "similar", flat: float | None = 0.5,
@@ -282,10 +295,11 @@ class ModelSearch(SearchStrategy):
                  like_rule: str | None = "alongside", related_start: float = 0.5,
                  related_keep: float | None = 0.0, transfer_rows: int | None = 4000,
                  first: str = "race", race_start: str = "agree",
-                 near_best: float | None = 1 / 32) -> None:
+                 near_best: float | None = _SMALL) -> None:
         super().__init__(space, seed=seed)
-        if design not in ("maximin", "random"):
-            raise ValueError(f"design must be 'maximin' or 'random', not {design!r}")
+        if design not in ("auto", "maximin", "maxpro", "random"):
+            raise ValueError(f"design must be 'auto', 'maximin', 'maxpro' or 'random', "
+                             f"not {design!r}")
         self.interactions = interactions
         self.n_init = n_init
         self.explore = explore
@@ -815,6 +829,9 @@ class ModelSearch(SearchStrategy):
             repel = seen - {c for c, m in self.history.items() if m.ok and m.value <= near}
             if not repel:
                 return pool[0]
+        if self.design == "maxpro" or (self.design == "auto"
+                                       and _DESIGN_POOL >= _SMALL * self.space.size):
+            return pool[int(np.argmin(self._crowding(pool, list(repel))))]
         ref = self.space.encode(list(repel))
         P = self.space.encode(pool)
         lo = np.minimum(ref.min(0), P.min(0))
@@ -822,6 +839,31 @@ class ModelSearch(SearchStrategy):
         span[span == 0] = 1.0
         d = (((P[:, None, :] - ref[None, :, :]) / span) ** 2).sum(-1).min(1)
         return pool[int(np.argmax(d))]
+
+    def _crowding(self, pool: Sequence[Config], seen: Sequence[Config]) -> np.ndarray:
+        """MaxPro's criterion for each pool config against ``seen`` (Joseph, Gul and Ba 2015),
+        in log: ``log sum_j prod_p 1 / (d_p(x, s_j)^2 + eps_p)``, lowest the least crowded.
+        An ordered parameter's ``d_p`` is the distance of the two values' positions in its
+        list, scaled to [0, 1], and ``eps_p`` half a step, squared; a categorical one's is
+        0 or 1 (same value or not), with ``eps_p = 1/4``. The product makes a config crowded
+        by any one measured config that shares a value with it in every parameter; ``eps_p``
+        keeps a shared value from counting as infinitely crowded (a small space's pool
+        rarely holds a config new in every parameter)."""
+        params = self.space.params
+
+        def positions(configs: Sequence[Config]) -> np.ndarray:
+            return np.array([[p.index(c[p.name]) / max(len(p.values) - 1, 1) if p.ordered
+                              else float(p.index(c[p.name])) for p in params]
+                             for c in configs], dtype=np.float64).reshape(len(configs), -1)
+
+        ordered = np.array([p.ordered for p in params], dtype=bool)
+        steps = np.array([max(len(p.values) - 1, 1) for p in params], dtype=np.float64)
+        eps = np.where(ordered, (0.5 / steps) ** 2, 0.25)
+        diff = positions(pool)[:, None, :] - positions(seen)[None, :, :]
+        d2 = np.where(ordered, diff ** 2, (diff != 0).astype(np.float64))
+        logs = -np.log(d2 + eps).sum(-1)
+        top = logs.max(1, keepdims=True)
+        return top[:, 0] + np.log(np.exp(logs - top).sum(1))
 
     def _lead(self, out: list[Config]) -> bool:
         """Whether the siblings' model, not their next best config, makes the next of a warm
