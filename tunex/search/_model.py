@@ -135,7 +135,10 @@ class ModelSearch(SearchStrategy):
             points, seeds 0-59, paired against maximin there: +0.069 mean log2 of trials to
             95% (p 9e-6), 95% within 20 trials in 2,772 runs against 2,633 of 3,420; Triton
             spaces gain (matmul_tma +0.25, flash attention +0.18), RVV sgemm loses (-0.16), its
-            best configs lie at the corners (RESULTS.md).
+            best configs lie at the corners. The cut is a proxy: in the recorded spaces it
+            keeps Kernel Tuner's (4,092 points and more, best configs at the ends, where MaxPro
+            loses) on maximin, while a 3,312-point Triton matmul still gains from MaxPro
+            (RESULTS.md).
         gate: evidence at which the model gets every proposal: ``rho * sqrt(n - 1)`` (about a
             z-score under "no better than chance") of its held-out rank correlation ``rho`` on
             ``n`` trials; below it the model's share is proportional. ``0``: always follow it.
