@@ -857,7 +857,7 @@ class ModelSearch(SearchStrategy):
         def positions(configs: Sequence[Config]) -> np.ndarray:
             return np.array([[p.index(c[p.name]) / max(len(p.values) - 1, 1) if p.ordered
                               else float(p.index(c[p.name])) for p in params]
-                             for c in configs], dtype=np.float64).reshape(len(configs), -1)
+                             for c in configs], dtype=np.float64)
 
         ordered = np.array([p.ordered for p in params], dtype=bool)
         steps = np.array([max(len(p.values) - 1, 1) for p in params], dtype=np.float64)
