@@ -5,35 +5,47 @@ diffs (maxpro_small.diff, mix_small.diff) applied in a worktree put first on sys
 
     PYTHONPATH=WORKTREE python design_hits.py 10 60 benchmarks/data/riscv/sgemm/*.json.gz
 
-In today's code ``{"design": "maxpro"}`` is MaxPro and ``{}`` is MaxPro on small spaces."""
-import sys, statistics as st
+In today's code ``{"design": "maxpro"}`` is MaxPro and ``{}`` is MaxPro on small spaces.
+"""
+
+import statistics as st
+import sys
 from pathlib import Path
-from tunex.targets.replay import ReplayTarget
+
 from tunex.search import get_strategy
-from tunex.trial import Measurement
-K = int(sys.argv[1]); seeds = int(sys.argv[2]); files = sys.argv[3:]
-designs = {"maximin": {"design": "maximin"}, "mp": {"design": "maxpro_small"},
+from tunex.targets.replay import ReplayTarget
+
+DESIGNS = {"maximin": {"design": "maximin"}, "mp": {"design": "maxpro_small"},
            "random": {"design": "random"}, "mix": {"design": "mix_small"}}
-for f in files:
-    tgt = ReplayTarget(f, noisy=True, seed=0)
-    opt = tgt.optimum()
-    out = {}
-    for name, opts in designs.items():
-        firsts = []
-        for s in range(seeds):
-            t = ReplayTarget(f, noisy=True, seed=s)
-            srch = get_strategy("model", t.space, seed=s)
-            for k, v in dict(opts, n_init=K + 1).items():
-                setattr(srch, k, v)
-            first = K + 1
-            for i in range(K):
-                c = srch.ask(1)
-                if not c: break
-                c = c[0]
-                m = t.measure(t.build(t.workload(), c))
-                srch.tell([m])
-                if t.true_time(c) <= opt / 0.95 and first > K:
-                    first = i + 1
-            firsts.append(first)
-        out[name] = (sum(x <= K for x in firsts) / seeds, st.mean(firsts))
-    print(Path(f).parent.name + '/' + Path(f).name, tgt.space.size, {k: (round(a, 2), round(b, 1)) for k, (a, b) in out.items()}, flush=True)
+
+
+def first_hit(path: str, seed: int, k: int, options: dict, optimum: float) -> int:
+    """The proposal (1-based) of the first config within 95%, or k + 1."""
+    target = ReplayTarget(path, noisy=True, seed=seed)
+    search = get_strategy("model", target.space, seed=seed)
+    for name, value in dict(options, n_init=k + 1).items():
+        setattr(search, name, value)
+    for i in range(k):
+        asked = search.ask(1)
+        if not asked:
+            break
+        config = asked[0]
+        search.tell([target.measure(target.build(target.workload(), config))])
+        if target.true_time(config) <= optimum / 0.95:
+            return i + 1
+    return k + 1
+
+
+def main() -> None:
+    k, seeds, files = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+    for path in files:
+        target = ReplayTarget(path, noisy=True, seed=0)
+        out = {}
+        for name, options in DESIGNS.items():
+            firsts = [first_hit(path, s, k, options, target.optimum()) for s in range(seeds)]
+            out[name] = (round(sum(x <= k for x in firsts) / seeds, 2), round(st.mean(firsts), 1))
+        print(f"{Path(path).parent.name}/{Path(path).name}", target.space.size, out, flush=True)
+
+
+if __name__ == "__main__":
+    main()
