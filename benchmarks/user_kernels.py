@@ -1,7 +1,7 @@
 """A user's own kernels under ``@tunex.autotune(mode="on_miss")``, against ``triton.autotune``
 and torch: the issue-9 benchmark (run on the GPU machine; writes JSON).
 
-Two kernels that are not in ``kernels/``, written as a user would:
+Three kernels that are not in ``kernels/``, written as a user would:
 
 - ``gemm_leaky``: the Triton tutorial's matmul with a fused leaky-ReLU epilogue (fp16 in, fp32
   accumulate). tunex: a declarative space of 6 parameters (tiles 16-256, ``BLOCK_K`` 16-128,
@@ -10,6 +10,12 @@ Two kernels that are not in ``kernels/``, written as a user would:
 - ``rowsum``: ``y[m] = sum_n x[m, n]`` (fp16 in, fp32 out), several rows per program and a
   loop over the row. tunex: rows per program, chunk width, warps, stages. ``triton.autotune``:
   8 configs of the kind its tutorials list. torch: ``x.sum(1, dtype=float32)``.
+- ``conv3x3``: a 3x3 convolution (stride 1, padding 1) with a fused ReLU as an implicit GEMM
+  over NHWC fp16 activations and (3, 3, C, F) weights, one flattened loop over the 9 taps and
+  the input channels (so ``C`` must be a multiple of ``BLOCK_K``: the shapes' ``C`` are 256 and
+  512). tunex: tiles 16-256, ``BLOCK_K`` 16-256, warps 2-16, stages 1-5 (2,128 points under
+  its shared-memory constraint). ``triton.autotune``: 8 configs of the tutorials' kind. torch:
+  ``relu(conv2d(...))`` on the same data.
 
 Four shapes each, in order, in one process with a cold Triton cache and an empty tunex
 database: the first call of each shape is timed end to end (``torch.cuda.synchronize()``
@@ -60,6 +66,8 @@ from tunex.targets.gpu import GpuTimer, MeasureOptions  # noqa: E402
 
 GEMM_SHAPES = [(2048, 2048, 2048), (128, 4096, 4096), (3072, 768, 3072), (8192, 1024, 512)]
 ROWSUM_SHAPES = [(4096, 4096), (16384, 1024), (1024, 16384), (65536, 256)]
+CONV_SHAPES = [(32, 28, 28, 256, 256), (4, 56, 56, 256, 128), (64, 14, 14, 512, 512),
+               (2, 112, 112, 256, 64)]  # (NB, H, W, C, F)
 
 
 # -- the user's kernels -------------------------------------------------------------------------
@@ -109,6 +117,32 @@ def rowsum_kernel(x_ptr, y_ptr, M, N, stride_m, ROWS: tl.constexpr, BLOCK_N: tl.
     tl.store(y_ptr + rows, tl.sum(acc, axis=1), mask=rows < M)
 
 
+def conv3x3_kernel(x_ptr, w_ptr, y_ptr, NB, H, W, C, F, K, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # output pixels
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels
+    img = offs_m // (H * W)
+    oh = (offs_m % (H * W)) // W
+    ow = offs_m % W
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):  # K = 9 * C: tap-major, BLOCK_K divides C
+        tap = k0 // C
+        ih = oh + tap // 3 - 1
+        iw = ow + tap % 3 - 1
+        ok = (offs_m < NB * H * W) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        ck = k0 % C + tl.arange(0, BLOCK_K)
+        a = tl.load(x_ptr + ((img * H + ih) * W + iw)[:, None] * C + ck[None, :],
+                    mask=ok[:, None], other=0.0)
+        b = tl.load(w_ptr + (k0 + tl.arange(0, BLOCK_K))[:, None] * F + offs_n[None, :],
+                    mask=offs_n[None, :] < F, other=0.0)
+        acc += tl.dot(a, b)
+    out = tl.maximum(acc, 0.0).to(tl.float16)
+    tl.store(y_ptr + offs_m[:, None] * F + offs_n[None, :], out,
+             mask=(offs_m[:, None] < NB * H * W) & (offs_n[None, :] < F))
+
+
 GEMM_SPACE = Space(
     [Pow2("BLOCK_M", 16, 256, default=128), Pow2("BLOCK_N", 16, 256, default=128),
      Pow2("BLOCK_K", 16, 128, default=64), Choice("GROUP_M", [1, 4, 8], default=8),
@@ -118,6 +152,11 @@ ROWSUM_SPACE = Space(
     [Pow2("ROWS", 1, 16, default=1), Pow2("BLOCK_N", 64, 4096, default=1024),
      Choice("num_warps", [1, 2, 4, 8, 16], default=4), Int("num_stages", 1, 4, default=2)],
     ["ROWS * BLOCK_N <= 16384"], name="rowsum")
+CONV_SPACE = Space(
+    [Pow2("BLOCK_M", 16, 256, default=128), Pow2("BLOCK_N", 16, 256, default=128),
+     Pow2("BLOCK_K", 16, 256, default=64), Choice("num_warps", [2, 4, 8, 16], default=4),
+     Int("num_stages", 1, 5, default=3)],
+    ["(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 * num_stages <= 232448"], name="conv3x3")
 
 
 def tutorial_gemm_configs() -> list[Any]:
@@ -132,6 +171,13 @@ def listed_rowsum_configs() -> list[Any]:
     return [triton.Config({"ROWS": r, "BLOCK_N": b}, num_warps=w)
             for r, b, w in [(1, 256, 4), (1, 512, 4), (1, 1024, 4), (1, 1024, 8), (1, 2048, 8),
                             (2, 512, 4), (4, 256, 4), (4, 512, 8)]]
+
+
+def listed_conv_configs() -> list[Any]:
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k}, num_stages=s, num_warps=w)
+            for m, n, k, s, w in [(128, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
+                                  (128, 256, 64, 3, 8), (64, 64, 64, 3, 4), (256, 128, 32, 3, 8),
+                                  (64, 32, 32, 5, 2), (32, 64, 32, 5, 2)]]
 
 
 # -- contenders -----------------------------------------------------------------------------------
@@ -183,6 +229,35 @@ def make_rowsum(extra: Mapping[str, Any], db: str) -> dict[str, Any]:
             "flops": lambda s: 2.0 * s[0] * s[1], "shapes": ROWSUM_SHAPES,  # bytes, in fact
             "check": lambda x, y: torch.testing.assert_close(
                 y, x.float().sum(1), rtol=1e-3, atol=1e-2)}
+
+
+def make_conv3x3(extra: Mapping[str, Any], db: str) -> dict[str, Any]:
+    key = ["NB", "H", "W", "C", "F"]
+    ours = tunex.autotune(space=CONV_SPACE, key=key, mode="on_miss", db=db, name="conv3x3",
+                          **extra)(triton.jit(conv3x3_kernel))
+    theirs = triton.autotune(listed_conv_configs(), key=key)(triton.jit(conv3x3_kernel))
+
+    def call(kernel: Any, x: Any, w: Any, y: Any) -> None:
+        nb, h, wd, c = x.shape
+        f = w.shape[3]
+        kernel[lambda meta: (triton.cdiv(nb * h * wd, meta["BLOCK_M"]),
+                             triton.cdiv(f, meta["BLOCK_N"]))](x, w, y, nb, h, wd, c, f, 9 * c)
+
+    def inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
+        nb, h, wd, c, f = shape
+        x = torch.randn(nb, h, wd, c, device="cuda", dtype=torch.float16)
+        w = torch.randn(3, 3, c, f, device="cuda", dtype=torch.float16) / (3 * c ** 0.5)
+        return x, w, torch.empty(nb, h, wd, f, device="cuda", dtype=torch.float16)
+
+    def reference(x: Any, w: Any, y: Any) -> Any:
+        return torch.relu(torch.nn.functional.conv2d(
+            x.permute(0, 3, 1, 2), w.permute(3, 2, 0, 1), padding=1)).permute(0, 2, 3, 1)
+
+    return {"ours": ours, "theirs": theirs, "call": call, "inputs": inputs, "torch": reference,
+            "flops": lambda s: 2.0 * s[0] * s[1] * s[2] * s[4] * 9 * s[3],
+            "shapes": CONV_SHAPES,
+            "check": lambda x, w, y: torch.testing.assert_close(
+                y.float(), reference(x.float(), w.float(), y), rtol=2e-2, atol=5e-2)}
 
 
 def first_call(fn: Callable[[], Any]) -> float:
@@ -259,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="user_kernels.json")
     p.add_argument("--budget", default=None, help="tunex budget (default: the decorator's)")
-    p.add_argument("--kernels", default="gemm_leaky,rowsum")
+    p.add_argument("--kernels", default="gemm_leaky,rowsum",
+                   help="comma list of gemm_leaky, rowsum, conv3x3")
     p.add_argument("--isolated", action="store_true",
                    help="each shape with an empty database: no transfer from the others")
     p.add_argument("--strategy", default=None, help="tunex strategy (default: the decorator's)")
@@ -322,7 +398,7 @@ def run(args: argparse.Namespace) -> int:
     timer = GpuTimer(MeasureOptions())
     started = time.time()
     rows = []
-    makers = {"gemm_leaky": make_gemm, "rowsum": make_rowsum}
+    makers = {"gemm_leaky": make_gemm, "rowsum": make_rowsum, "conv3x3": make_conv3x3}
     for name in args.kernels.split(","):
         rows += bench_kernel(name, lambda db, n=name: makers[n](extra, db), db_path, timer,
                              args.isolated, only)
