@@ -141,6 +141,44 @@ def test_the_design_covers_each_parameters_values_on_small_spaces():
             get_strategy("model", small, design=bad)
 
 
+def test_the_design_proposes_the_middle_of_the_ranges_once_on_small_spaces():
+    """On a small space the design's seventh proposal (``middle_at=6``) is the config at the
+    middle of every ordered range, where a kernel's good tiles often lie and a space-filling
+    design seldom goes; on a space of more than 2,048 points nothing changes."""
+
+    def first(s: Space, seed: int, n: int, **options) -> list[Config]:
+        st = get_strategy("model", s, seed=seed, n_init=n + 2, explore=0.0, **options)
+        out = []
+        for _ in range(n):
+            c = st.ask(1)[0]
+            st.tell([Measurement(c, Status.OK, (smooth(c),))])
+            out.append(c)
+        return out
+
+    small = Space([Int("bx", 1, 3), Int("by", 1, 3), Int("t", 1, 3), Choice("alg", ["a", "b"])])
+    assert small.size <= 64  # the design's pool holds every point not yet proposed
+    at_six = {"default": 0, "none": 0}
+    for seed in range(20):
+        got = first(small, seed, 8)
+        middle = [c for c in got if (c["bx"], c["by"], c["t"]) == (2, 2, 2)]
+        assert middle, "the middle of the ranges is among the first proposals"
+        at_six["default"] += got[6] in middle
+        assert got[6] in middle or got.index(middle[0]) < 6
+        plain = first(small, seed, 8, middle_at=None)
+        at_six["none"] += (plain[6]["bx"], plain[6]["by"], plain[6]["t"]) == (2, 2, 2)
+        assert got[:6] == plain[:6]  # the proposals before it are the design's own
+    assert at_six["default"] >= 15 and at_six["none"] <= 3
+
+    big = Space([Pow2("bx", 1, 1024), Pow2("by", 1, 1024), Int("t", 1, 32),
+                 Choice("alg", ["a", "b"])])
+    assert big.size > 2048
+    for seed in range(3):
+        assert first(big, seed, 8) == first(big, seed, 8, middle_at=None)
+    for bad in (-1, 2.5, True, "6"):
+        with pytest.raises(ValueError, match="middle_at"):
+            get_strategy("model", small, middle_at=bad)
+
+
 def test_the_model_leads_only_where_it_predicts():
     s = space()
     learnable = get_strategy("model", s, seed=0)
