@@ -39,6 +39,18 @@ def search(strategy: ModelSearch, f, trials: int) -> list[float]:
     return out
 
 
+def first(s: Space, seed: int, n: int = 10, **options) -> list[Config]:
+    """The design's first ``n`` proposals on ``s`` (the model not yet checked), each told its
+    :func:`smooth` time before the next."""
+    st = get_strategy("model", s, seed=seed, n_init=n + 2, explore=0.0, **options)
+    out = []
+    for _ in range(n):
+        c = st.ask(1)[0]
+        st.tell([Measurement(c, Status.OK, (smooth(c),))])
+        out.append(c)
+    return out
+
+
 def test_rank_correlation():
     y = np.array([1.0, 2.0, 3.0, np.inf])
     assert rank_correlation(-y, y) == pytest.approx(1.0)  # higher score = faster, fail last
@@ -108,15 +120,6 @@ def test_the_design_covers_each_parameters_values_on_small_spaces():
     each ordered parameter's values than maximin's corner sweep or uniform samples do; on a
     space of more than 2,048 points "auto" is maximin, proposal for proposal."""
 
-    def first(s: Space, seed: int, n: int = 10, **options) -> list[Config]:
-        st = get_strategy("model", s, seed=seed, n_init=n + 2, explore=0.0, **options)
-        out = []
-        for _ in range(n):
-            c = st.ask(1)[0]
-            st.tell([Measurement(c, Status.OK, (smooth(c),))])
-            out.append(c)
-        return out
-
     def coverage(s: Space, configs: list[Config]) -> float:
         return float(np.mean([len({c[p.name] for c in configs}) / len(p.values)
                               for p in s.params if p.ordered]))
@@ -145,15 +148,6 @@ def test_the_design_proposes_the_middle_of_the_ranges_once_on_small_spaces():
     """On a small space the design's seventh proposal (``middle_at=6``) is the config at the
     middle of every ordered range, where a kernel's good tiles often lie and a space-filling
     design seldom goes; on a space of more than 2,048 points nothing changes."""
-
-    def first(s: Space, seed: int, n: int, **options) -> list[Config]:
-        st = get_strategy("model", s, seed=seed, n_init=n + 2, explore=0.0, **options)
-        out = []
-        for _ in range(n):
-            c = st.ask(1)[0]
-            st.tell([Measurement(c, Status.OK, (smooth(c),))])
-            out.append(c)
-        return out
 
     small = Space([Int("bx", 1, 3), Int("by", 1, 3), Int("t", 1, 3), Choice("alg", ["a", "b"])])
     assert small.size <= 64  # the design's pool holds every point not yet proposed
