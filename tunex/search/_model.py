@@ -842,7 +842,7 @@ class ModelSearch(SearchStrategy):
         pool = self.space.sample(1 if self.design == "random" else _DESIGN_POOL, self.rng,
                                  exclude=seen)
         small = _DESIGN_POOL >= _SMALL * self.space.size
-        if small and len(seen) == self.middle_at and len(pool) > 1:
+        if small and self.design != "random" and pool and len(seen) == self.middle_at:
             middle = self._off_middle(pool)
             if middle is not None:
                 return pool[int(np.argmin(middle))]
@@ -866,15 +866,20 @@ class ModelSearch(SearchStrategy):
         d = (((P[:, None, :] - ref[None, :, :]) / span) ** 2).sum(-1).min(1)
         return pool[int(np.argmax(d))]
 
+    def _positions(self, configs: Sequence[Config]) -> np.ndarray:
+        """Each config's value positions: an ordered parameter's scaled to [0, 1], a
+        categorical one's its index."""
+        return np.array([[p.index(c[p.name]) / max(len(p.values) - 1, 1) if p.ordered
+                          else float(p.index(c[p.name])) for p in self.space.params]
+                         for c in configs], dtype=np.float64)
+
     def _off_middle(self, pool: Sequence[Config]) -> np.ndarray | None:
         """Each pool config's summed distance from the middle of the ordered parameters'
-        ranges (positions scaled to [0, 1]; parameters of at least three values), ``None``
-        where the space has no such parameter."""
-        ordered = [p for p in self.space.params if p.ordered and len(p.values) > 2]
-        if not ordered:
+        ranges (parameters of at least three values), ``None`` where the space has none."""
+        mid = np.array([p.ordered and len(p.values) > 2 for p in self.space.params])
+        if not mid.any():
             return None
-        return np.array([sum(abs(p.index(c[p.name]) / (len(p.values) - 1) - 0.5)
-                             for p in ordered) for c in pool])
+        return np.abs(self._positions(pool)[:, mid] - 0.5).sum(1)
 
     def _crowding(self, pool: Sequence[Config], seen: Sequence[Config]) -> np.ndarray:
         """MaxPro's criterion for each pool config against ``seen`` (Joseph, Gul and Ba 2015),
@@ -887,15 +892,10 @@ class ModelSearch(SearchStrategy):
         rarely holds a config new in every parameter)."""
         params = self.space.params
 
-        def positions(configs: Sequence[Config]) -> np.ndarray:
-            return np.array([[p.index(c[p.name]) / max(len(p.values) - 1, 1) if p.ordered
-                              else float(p.index(c[p.name])) for p in params]
-                             for c in configs], dtype=np.float64)
-
         ordered = np.array([p.ordered for p in params], dtype=bool)
         steps = np.array([max(len(p.values) - 1, 1) for p in params], dtype=np.float64)
         eps = np.where(ordered, (0.5 / steps) ** 2, 0.25)
-        diff = positions(pool)[:, None, :] - positions(seen)[None, :, :]
+        diff = self._positions(pool)[:, None, :] - self._positions(seen)[None, :, :]
         d2 = np.where(ordered, diff ** 2, (diff != 0).astype(np.float64))
         logs = -np.log(d2 + eps).sum(-1)
         top = logs.max(1, keepdims=True)
