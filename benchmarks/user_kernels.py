@@ -47,7 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -332,6 +332,22 @@ def bench_kernel(name: str, make: Callable[[str], Mapping[str, Any]], db_path: s
     return rows
 
 
+def mark_cut_short(db_path: str, kernels: Sequence[str]) -> None:
+    """Take the searches recorded in ``db_path`` for ``kernels`` as cut short: a "tuning" mark
+    of this process on each workload, so that the decorator's first call resumes it (as after a
+    killed run) instead of using its best so far. A recording stopped by its time budget ends
+    as tuned, so the next ``--resume`` is again the first cut in a row."""
+    with Database(db_path) as db:
+        for name in kernels:
+            for w in db.workloads(kernel=name):
+                ms = db.measurements(w)
+                if ms:
+                    db.record_decision(w, ms[0].config, "tuning",
+                                       detail="user_kernels.py --resume: finish this search")
+                    print(f"resuming {name} {dict(w.problem)}: {len(ms)} trials recorded",
+                          flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="user_kernels.json")
@@ -350,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
                         "(tunex.db.prior)")
     p.add_argument("--db", default=None,
                    help="keep the run's tunex database here (a new file; default: a temporary one)")
+    p.add_argument("--resume", action="store_true",
+                   help="--db may exist: its searches of these kernels are taken as cut short "
+                        "and resumed, their trials kept and not run again (to finish a recording "
+                        "in parts: give --budget a time, e.g. 4000trials,540s)")
     p.add_argument("--shapes", default=None, help="comma list of shape indices (default: all)")
     p.add_argument("--service", type=int, default=0, metavar="N",
                    help="start `tunex serve --target triton_gpu --workers N` first (as a user "
@@ -401,8 +421,11 @@ def run(args: argparse.Namespace) -> int:
         extra["prior"] = args.prior
     only = {int(i) for i in args.shapes.split(",")} if args.shapes else None
     db_path = args.db or os.path.join(tempfile.mkdtemp(prefix="tunex-bench-"), "tunex.db")
-    if args.db and os.path.exists(args.db):
-        raise SystemExit(f"--db {args.db}: exists; give a new path (every run starts empty)")
+    if args.db and os.path.exists(args.db) and not args.resume:
+        raise SystemExit(f"--db {args.db}: exists; give a new path (every run starts "
+                         "empty), or --resume to finish the searches recorded in it")
+    if args.resume and os.path.exists(db_path):
+        mark_cut_short(db_path, names)
     timer = GpuTimer(MeasureOptions())
     started = time.time()
     rows = []

@@ -398,6 +398,108 @@ def test_on_miss_resumes_and_uses_db_row(db_path: Path) -> None:
     assert k2.tunings == 0 and k2.last.source == "db" and bench2.calls == []
 
 
+RESUME_SPACE = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
+
+
+def make_spaced(db_path: Path, bench: Any) -> Any:
+    return tunex.autotune(space=RESUME_SPACE, key={"n": "pow2"}, mode="on_miss",
+                          budget="12trials", strategy="random", seed=0, db=str(db_path),
+                          bench=bench, remeasure=0)(jit(add_kernel))
+
+
+def sources(db_path: Path) -> list[str]:
+    with Database(db_path) as d:
+        return [x.source for x in d.decisions(begun=True)]
+
+
+def test_a_tuning_cut_short_by_ctrl_c_stops_the_program_and_the_next_miss_resumes_it(
+        db_path: Path) -> None:
+    seen: list[Config] = []
+
+    def interrupted(call: Callable[[], Any], config: Config) -> list[float]:
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+        seen.append(config)
+        return FakeBench()(call, config)
+
+    with pytest.raises(KeyboardInterrupt, match="interrupted after 3 trials"):
+        call_add(make_spaced(db_path, interrupted), 3000)
+    assert sources(db_path) == ["tuning"]  # begun, never ended
+    bench = FakeBench()
+    k = make_spaced(db_path, bench)  # the same process, as a notebook would go on
+    call_add(k, 3000)
+    assert k.tunings == 1 and k.last.source == "tuned"
+    assert not set(bench.calls) & set(seen) and len(bench.calls) == 9  # 12 in all, none twice
+    with Database(db_path) as d:
+        (w,) = d.workloads()
+        assert d.count(w) == 12
+    assert sources(db_path) == ["tuning", "tuning", "tuned"]
+    again = FakeBench()
+    k3 = make_spaced(db_path, again)
+    call_add(k3, 3000)  # finished: the database's best, not tuned again
+    assert k3.tunings == 0 and k3.last.source == "db" and again.calls == []
+
+
+CHILD = """
+import os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton, triton.language as tl, tunex
+from tunex.space import Choice, Pow2, Space
+
+@triton.jit
+def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)
+
+calls = []
+def bench(call, config):
+    if len(calls) == int(sys.argv[2]):
+        os._exit(3)  # as a kill would: nothing more is written
+    call()
+    calls.append(config)
+    return [float(config["BLOCK"])]
+
+space = Space([Pow2("BLOCK", 32, 1024), Choice("num_warps", [1, 2, 4])])
+k = tunex.autotune(space=space, key={"n": "pow2"}, mode="on_miss", budget="12trials",
+                   strategy="random", seed=0, db=sys.argv[1], bench=bench, remeasure=0)(add_kernel)
+n = 3000
+x, y, out = torch.ones(n), torch.ones(n), torch.empty(n)
+k[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+print(k.tunings, k.last.source, len(calls))
+"""
+
+
+def test_a_tuning_whose_process_was_killed_resumes_once_then_its_best_is_used(
+        db_path: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+
+    def child(kill_at: int) -> subprocess.CompletedProcess[str]:
+        """The kernel called in a new process, which ends abruptly once ``kill_at`` configs
+        are measured (-1: never)."""
+        return subprocess.run([sys.executable, str(script), str(db_path), str(kill_at)],
+                              capture_output=True, text=True, timeout=300)
+
+    first = child(4)  # killed in its fifth measurement
+    assert first.returncode == 3, first.stderr[-2000:]
+    with Database(db_path) as d:
+        (w,) = d.workloads()
+        assert d.count(w) == 4
+    second = child(2)  # resumes it (4 recorded, within the same 12), killed again 2 trials on
+    assert second.returncode == 3, second.stderr[-2000:]
+    with Database(db_path) as d:
+        assert d.count(w) == 6
+    assert sources(db_path) == ["tuning", "tuning"]
+    third = child(-1)
+    # cut short twice in a row: its best so far, no third try (a config may end the process)
+    assert third.returncode == 0 and third.stdout.split() == ["0", "db", "0"], third.stderr
+    assert "cut short 2 times in a row" in third.stderr
+
+
 def test_trials_recorded_as_they_end(db_path: Path) -> None:
     seen: list[int] = []
 

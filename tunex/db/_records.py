@@ -40,13 +40,19 @@ def _owner_dead(owner: str) -> bool:
     """Whether ``owner`` (see :func:`claim_owner`) was a process of this host that is gone."""
     rest, _, _token = owner.rpartition(":")
     host, _, pid = rest.rpartition(":")
+    return _gone(host, pid)
+
+
+def _gone(host: str | None, pid: Any) -> bool:
+    """Whether process ``pid`` of ``host`` is known to have ended: only this host's processes
+    can be asked; a process of another host, or an unreadable pid, is taken as running."""
     if host != _HOST:
         return False
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
         return True
-    except (PermissionError, ValueError, OverflowError):
+    except (PermissionError, TypeError, ValueError, OverflowError):
         return False
     return False
 
@@ -90,7 +96,7 @@ class Trial:
 
 
 #: Where a decision of ``@tunex.autotune`` can come from (:attr:`Decision.source`).
-DECISION_SOURCES = ("db", "pack", "model", "default", "tuned")
+DECISION_SOURCES = ("db", "pack", "model", "default", "tuned", "tuning")
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,11 @@ class Decision:
         config: the config picked.
         source: where it came from: ``"db"`` (the database's best trial), ``"pack"`` (a config
             pack), ``"model"`` (the cost model's prediction), ``"default"`` (the kernel's
-            default config), or ``"tuned"`` (tuned on the miss, its trials recorded).
+            default config), or ``"tuned"`` (tuned on the miss, its trials recorded);
+            ``"tuning"`` marks where a tuning on a miss began (its config: the default, the
+            first measured; listed by :meth:`Database.decisions` only when asked): a mark that
+            its process never followed with a decision was cut short, and the next
+            ``on_miss`` call resumes that search.
         detail: why, in one line, e.g. ``"pack mylib-1.2 exact device"`` or ``"tuned 40
             trials in 6.1 s (model, built in parallel; trial budget), 1.23x over default"``.
         mode: the decorator's mode then (``"never"``, ``"on_miss"``).
@@ -131,6 +141,11 @@ class Decision:
     host: str | None = None
     pid: int | None = None
     decided_at: float = 0.0
+
+    def process_ended(self) -> bool:
+        """Whether the process that recorded this decision ran on this host and has ended
+        (one of another host is taken as running: it cannot be asked)."""
+        return _gone(self.host, self.pid)
 
 
 class Records(Store):
@@ -373,11 +388,12 @@ class Records(Store):
                         None if key is None else dict(key), trial, time_ms, seconds, _HOST,
                         os.getpid(), now)
 
-    def decisions(self, workload: Workload | None = None, *,
-                  kernel: str | None = None) -> list[Decision]:
+    def decisions(self, workload: Workload | None = None, *, kernel: str | None = None,
+                  begun: bool = False) -> list[Decision]:
         """The decisions ``@tunex.autotune`` recorded (:meth:`record_decision`): of
         ``workload``, or of every workload (only ``kernel``'s when given), oldest first within
-        each workload, workloads in the order they were first recorded."""
+        each workload, workloads in the order they were first recorded. The marks where its
+        tunings began (source ``"tuning"``) only with ``begun=True``."""
         d, w = S.decisions.c, S.workloads.c
 
         def query(conn: Connection) -> list[Any]:
@@ -392,6 +408,8 @@ class Records(Store):
                 q = q.where(d.workload_id == wid)
             if kernel is not None:
                 q = q.where(w.kernel == kernel)
+            if not begun:
+                q = q.where(d.source != "tuning")
             return list(conn.execute(q.order_by(d.workload_id, d.decided_at, d.id)))
 
         rows = self._read("read", query)

@@ -53,7 +53,10 @@ find what ``tunex search KERNEL --target triton_gpu`` recorded on the same devic
   compiles the next ones. Every trial is recorded in the database the moment it ends,
   failures included (a config that does not compile or runs out of resources is a failed
   trial; the search goes on). A config that corrupts the CUDA context (an illegal memory
-  access) cannot be recovered from in-process.
+  access) cannot be recovered from in-process. A tuning cut short (Ctrl-C, which then stops
+  the program rather than only the tuning; the process killed) is resumed by the next miss
+  on that workload, in this process or another, its recorded trials kept and counted in the
+  budget; once only: cut short again, its best so far is used, with a warning.
 - ``"pinned"``: for multi-process jobs. Resolution uses only the database and the packs (then
   the default, with a warning), never timing and never the cost model, so every process that
   sees the same database and packs picks the same config whatever the load of its GPU. Tune

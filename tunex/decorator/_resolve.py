@@ -4,6 +4,7 @@ nearest tuned workload, cost model, default; tuning on a miss when the mode says
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -196,7 +197,10 @@ class ResolutionMixin:
                 raise
             R.db_error(exc)
             best = None
-        if best is not None:
+        resume = None
+        if best is not None and mode == "on_miss":
+            resume = self._interrupted(db, workload)
+        if best is not None and resume is None:
             return best.config, "db", f"best in {db!r}, median {best.value:.4g} ms", {
                 "time_ms": best.value}
         match = self._pack_match(workload, space)
@@ -217,12 +221,55 @@ class ResolutionMixin:
                 seeds.append(picked[0])
         default = self.default_config(space)
         if mode == "on_miss":
+            if resume is not None:
+                log.info("%s %s: %s", self.name, dict(workload.problem), resume)
             return None, "", "", {"seeds": [default, *seeds]}
         why = "no database row, pack or cost model for this workload"
         if mode == "pinned":
             why = "pinned: no database row or pack for this workload"
             log.warning("%s: %s; using the default config %s", self.name, why, dict(default))
         return default, "default", why, {}
+
+    def _interrupted(self, db: Any, workload: Workload) -> str | None:
+        """Why an ``on_miss`` call tunes a workload the database already has a best for, or
+        None: a tuning on a miss begun by a process that has ended (killed, or a Ctrl-C or
+        error out of this process's own tuning) before it recorded where it ended. Its
+        trials are kept and the search resumes within the budget (the trials recorded
+        count). Once only: a resumed tuning that ends the same way leaves the best so far in
+        use, for a config that ends the process would otherwise end every run."""
+        try:
+            decisions = db.decisions(workload, begun=True)
+        except DatabaseError as exc:
+            R.db_error(exc)
+            return None
+
+        def finished(mark: Any) -> bool:  # its process recorded a decision after it
+            return any(d.source != "tuning" and (d.host, d.pid) == (mark.host, mark.pid)
+                       and d.decided_at >= mark.decided_at for d in decisions)
+
+        marks = [d for d in decisions if d.source == "tuning"]
+        cut = 0  # the newest marks that never finished, in a row
+        for m in reversed(marks):
+            if finished(m):
+                break
+            cut += 1
+        if not cut:
+            return None  # never tuned on a miss here, or the newest tuning ended as it should
+        last = marks[-1]
+        mine = (last.host, last.pid) == (socket.gethostname(), os.getpid())  # (misses are
+        # serialized by the kernel's lock: a tuning of this process is not running now)
+        if not (mine or last.process_ended()):
+            return None  # still tuning in another process (or one of another host)
+        trials = db.count(workload)
+        if cut > 1:
+            log.warning("%s %s: its tuning on a miss was cut short %d times in a row (the "
+                        "last in process %d); using the best of its %d trials, not tuning it "
+                        "again (if a config ends the process, `tunex report` shows the trials "
+                        "that came before)", self.name, dict(workload.problem), cut, last.pid,
+                        trials)
+            return None
+        return (f"resuming the tuning cut short in process {last.pid} on {last.host} "
+                f"({trials} trials recorded)")
 
     def _pack_match(self, workload: Workload, space: Space) -> Any:
         from tunex.db.packs import resolve

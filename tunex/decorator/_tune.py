@@ -109,6 +109,10 @@ class TuningMixin:
         assert db is not None
         self.tunings += 1
         default = self.default_config(space)
+        # where this tuning began: a process that ends before the decision that ends it is
+        # recorded leaves this mark last, and the next miss resumes the search
+        R.record(R.Selection(self.name, workload, default, "tuning",
+                             f"tuning began, budget {self.budget}", "on_miss"), self.db_spec)
         candidates = self._candidates(named, kwargs)
         strategy: SearchStrategy
         if candidates is not None:
@@ -141,6 +145,10 @@ class TuningMixin:
         finally:
             executor.close()
             target.close()
+        if result.stopped == "interrupted":  # a Ctrl-C ends the program, not just the tuning;
+            # every trial is recorded and the next miss (in this process too) resumes it
+            raise KeyboardInterrupt(f"{self.name}: tuning {dict(workload.problem)} interrupted "
+                                    f"after {result.trials} trials; the next call resumes it")
         done = {m.config: m for m in db.measurements(workload)}
         best = db.best(workload, space)
         new, secs = result.new_trials, result.seconds
