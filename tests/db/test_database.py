@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -653,6 +654,29 @@ def test_decisions_round_trip(db: Database) -> None:
     assert df["trial"].isna().iloc[1] and str(df["decided_at"].dt.tz) == "UTC"
     assert json.loads(df["key"].iloc[0]) == {"M": 1000, "N": 500, "dtype": "fp16"}
     assert set(decisions_dataframe(db)["kernel"]) == {"matmul", "conv"}
+
+
+def test_tunings_that_recorded_no_end_are_cut_short_until_one_ends(db: Database) -> None:
+    ms = fill(db)
+    assert db.cut_short(MM) == []  # none began
+    first = db.record_decision(MM, ms[0].config, "tuning", mode="on_miss")
+    assert db.decisions(MM) == [] and db.decisions(MM, begun=True) == [first]  # marks hidden
+    assert db.cut_short(MM) == [first] and not first.process_ended()  # this process: running
+    other = db.record_decision(MM2, ms[0].config, "tuning")  # another workload's: its own
+    second = db.record_decision(MM, ms[0].config, "tuning", mode="on_miss")
+    assert db.cut_short(MM) == [first, second] and db.cut_short(MM2) == [other]
+    tuned = db.record_decision(MM, ms[0].config, "tuned", mode="on_miss")
+    assert db.cut_short(MM) == [] and db.decisions(MM) == [tuned]  # its process ended it
+    third = db.record_decision(MM, ms[0].config, "tuning", mode="on_miss")
+    assert db.cut_short(MM) == [third]
+    # a mark of a process that is gone (as the decorator's resume sees it)
+    import subprocess
+    import sys
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = dataclasses.replace(third, pid=int(gone.stdout))
+    assert dead.process_ended() and not dataclasses.replace(third, host="elsewhere",
+                                                            pid=dead.pid).process_ended()
 
 
 def test_decisions_stay_in_their_database_on_export(db: Database, tmp_path: Path) -> None:

@@ -150,6 +150,13 @@ def test_report_of_a_database_the_decorator_filled(tmp_path: Path) -> None:
     assert ">BLOCK<" in importances
     dom = assert_renders(page, tmp_path, plots=text.count("<figure class='plot"))
     assert dom.count('<table class="decisions">') == 2
+    assert "recorded no end" not in text  # the tuning's process recorded where it ended
+    with Database(db) as d:  # a tuning begun and never ended (killed): the page says so
+        d.record_decision(k.last.workload, k.last.config, "tuning", mode="on_miss")
+        cut = render_report(d).split("<section class='workload'")[1]
+    assert "<b>Its newest tuning on a miss recorded no end</b>" in cut
+    assert "the next <code>on_miss</code> call resumes it" in cut
+    assert "2 recorded by 1 process" in cut  # the mark is not a decision of the table
 
 
 @pytest.mark.riscv

@@ -388,6 +388,25 @@ class Records(Store):
                         None if key is None else dict(key), trial, time_ms, seconds, _HOST,
                         os.getpid(), now)
 
+    def cut_short(self, workload: Workload) -> list[Decision]:
+        """The marks (source ``"tuning"``) of ``workload``'s newest tunings on a miss that
+        recorded no end, oldest first: the ones after the last mark whose process went on to
+        record a decision. Empty where the newest tuning ended, or none began. One may still be
+        running: :meth:`Decision.process_ended` says whether its process is gone."""
+        decisions = self.decisions(workload, begun=True)
+
+        def ended(mark: Decision) -> bool:
+            return any(d.source != "tuning" and (d.host, d.pid) == (mark.host, mark.pid)
+                       and d.decided_at >= mark.decided_at for d in decisions)
+
+        out: list[Decision] = []
+        for d in reversed(decisions):
+            if d.source == "tuning":
+                if ended(d):
+                    break
+                out.append(d)
+        return out[::-1]
+
     def decisions(self, workload: Workload | None = None, *, kernel: str | None = None,
                   begun: bool = False) -> list[Decision]:
         """The decisions ``@tunex.autotune`` recorded (:meth:`record_decision`): of

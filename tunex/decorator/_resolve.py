@@ -238,34 +238,23 @@ class ResolutionMixin:
         count). Once only: a resumed tuning that ends the same way leaves the best so far in
         use, for a config that ends the process would otherwise end every run."""
         try:
-            decisions = db.decisions(workload, begun=True)
+            cut = db.cut_short(workload)
         except DatabaseError as exc:
             R.db_error(exc)
             return None
-
-        def finished(mark: Any) -> bool:  # its process recorded a decision after it
-            return any(d.source != "tuning" and (d.host, d.pid) == (mark.host, mark.pid)
-                       and d.decided_at >= mark.decided_at for d in decisions)
-
-        marks = [d for d in decisions if d.source == "tuning"]
-        cut = 0  # the newest marks that never finished, in a row
-        for m in reversed(marks):
-            if finished(m):
-                break
-            cut += 1
         if not cut:
             return None  # never tuned on a miss here, or the newest tuning ended as it should
-        last = marks[-1]
+        last = cut[-1]
         mine = (last.host, last.pid) == (socket.gethostname(), os.getpid())  # (misses are
         # serialized by the kernel's lock: a tuning of this process is not running now)
         if not (mine or last.process_ended()):
             return None  # still tuning in another process (or one of another host)
         trials = db.count(workload)
-        if cut > 1:
+        if len(cut) > 1:
             log.warning("%s %s: its tuning on a miss was cut short %d times in a row (the "
                         "last in process %d); using the best of its %d trials, not tuning it "
                         "again (if a config ends the process, `tunex report` shows the trials "
-                        "that came before)", self.name, dict(workload.problem), cut, last.pid,
+                        "that came before)", self.name, dict(workload.problem), len(cut), last.pid,
                         trials)
             return None
         return (f"resuming the tuning cut short in process {last.pid} on {last.host} "

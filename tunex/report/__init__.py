@@ -208,6 +208,16 @@ def _decision(r: WorkloadReport) -> str:
                      "</code> falls back to config "
                      "packs, then the nearest tuned shape's best config, then the cost "
                      "model's pick, then the kernel's default config.")
+    if r.cut_short:
+        m = r.cut_short[-1]
+        lines.append(
+            f"<b>Its newest tuning on a miss recorded no end</b> (begun {_when(m.decided_at)} "
+            f"by process {_e(f'{m.host}:{m.pid}')}; killed, interrupted, or still running): "
+            + ("the next <code>on_miss</code> call resumes it once that process is gone, its "
+               "trials kept." if len(r.cut_short) == 1 else
+               f"cut short {len(r.cut_short)} times in a row, it is not resumed again; the "
+               "best so far is used (if a config ends the process, it was being measured "
+               "after the last trial recorded here)."))
     if r.decisions:
         lines.append("Its decisions for this workload are listed below.")
     elif r.by_decorator:

@@ -59,6 +59,7 @@ class WorkloadReport:
     quality: list[Quality]
     notes: dict[str, str]  # why a section is empty
     decisions: list[Decision] = field(default_factory=list)  # the decorator's, oldest first
+    cut_short: list[Decision] = field(default_factory=list)  # Database.cut_short's marks
 
     @property
     def ok(self) -> list[Trial]:
@@ -104,7 +105,7 @@ def analyse(db: Database, workload: Workload, optimum_ms: float | None = None,
                                 "(5 ok trials must stay unseen)")
     return WorkloadReport(workload, trials, db.top_k(workload, 10), first, optimum_ms,
                           _series(trials), importances, effects, quality, notes,
-                          db.decisions(workload))
+                          db.decisions(workload), db.cut_short(workload))
 
 
 def run_labels(trials: Sequence[Trial]) -> list[str]:
