@@ -1,14 +1,18 @@
 """Median trials to 95% on the 17 H100 Triton spaces: Optuna's samplers and random (stored
-runs, seeds 0-19) beside stored leave-one-out runs of `model` variants, and on how many spaces
-each variant's median is the lowest of five (ties counted).
+runs) beside stored leave-one-out runs of `model` variants, and on how many spaces each
+variant's median is the lowest of five (ties counted).
 
-    python benchmarks/results/loo_compare/sampler_medians.py FILE:VARIANT [FILE:VARIANT ...]
+    python benchmarks/results/loo_compare/sampler_medians.py [--compare FILE] [--seeds N]
+        FILE:VARIANT [FILE:VARIANT ...]
 
 e.g. `maxpro_small_seeds0-19.json.gz:mp middle_at_small_seeds0-19.json.gz:c6` (paths relative
-to this folder or absolute)."""
+to this folder or absolute). The same VARIANT named in several files pools their runs (e.g.
+seeds 0-19 from one and 20-39 from another); `--seeds N` reads seeds 0..N-1 of each side
+(default 20), `--compare` the samplers' runs (default: the stored seeds 0-19)."""
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import sys
@@ -25,23 +29,36 @@ OTHERS = ["optuna:tpe", "optuna:cmaes", "optuna:qmc", "random"]
 
 def load(path: str) -> dict:
     p = Path(path) if Path(path).exists() else HERE / path
-    with gzip.open(p) as f:
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p) as f:
         return json.load(f)
 
 
-def main(args: list[str]) -> None:
-    cmp = load("h100_triton_cold_warm_compare_seeds0-19.json.gz")
-    variants = [(name, load(path)["loo"]) for path, name in (a.rsplit(":", 1) for a in args)]
-    lowest = dict.fromkeys((n for n, _ in variants), 0)
+def main(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--compare", default="h100_triton_cold_warm_compare_seeds0-19.json.gz")
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("variants", nargs="+", metavar="FILE:VARIANT")
+    args = ap.parse_args(argv)
+    cmp = load(args.compare)
+    pooled: dict[str, dict] = {}
+    for path, name in (a.rsplit(":", 1) for a in args.variants):
+        runs = pooled.setdefault(name, {"runs": {name: {}}})["runs"][name]
+        for space, by_seed in load(path)["loo"]["runs"].get(name, {}).items():
+            runs.setdefault(space, {}).update(by_seed)
+    lowest = dict.fromkeys(pooled, 0)
     for space in sorted(cmp["runs"]):
-        med = {st: float(np.median(se.compare_runs(cmp, space, st, 20, 100))) for st in OTHERS}
+        med = {st: float(np.median(se.compare_runs(cmp, space, st, args.seeds, 100)))
+               for st in OTHERS}
         row = [space] + [f"{st.removeprefix('optuna:')} {m:g}" for st, m in med.items()]
-        for name, doc in variants:
-            m = float(np.median(se.loo_runs(doc, name, space, 20, 100)))
-            row.append(f"{name} {m:g}")
+        for name, doc in pooled.items():
+            t = se.loo_runs(doc, name, space, args.seeds, 100)
+            m = float(np.median(t))
+            row.append(f"{name} {m:g} ({len(t)} runs)")
             lowest[name] += m <= min(med.values())
         print(" | ".join(row))
-    print("lowest median of five:", ", ".join(f"{n} {k} of 17" for n, k in lowest.items()))
+    print("lowest median of five:", ", ".join(f"{n} {k} of {len(cmp['runs'])}"
+                                             for n, k in lowest.items()))
 
 
 if __name__ == "__main__":
