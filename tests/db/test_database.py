@@ -669,6 +669,18 @@ def test_tunings_that_recorded_no_end_are_cut_short_until_one_ends(db: Database)
     assert db.cut_short(MM) == [] and db.decisions(MM) == [tuned]  # its process ended it
     third = db.record_decision(MM, ms[0].config, "tuning", mode="on_miss")
     assert db.cut_short(MM) == [third]
+    # another process's decision ends it only if it is a tuning's end (they share the search)
+    fourth = db.record_decision(MM, ms[0].config, "tuning", mode="on_miss")
+    with sqlite3.connect(db.path) as conn:
+        conn.execute("UPDATE decisions SET pid = pid + 1 WHERE id = (SELECT max(id) FROM "
+                     "decisions)")  # the fourth mark: another process's
+    fourth = dataclasses.replace(fourth, pid=fourth.pid + 1)
+    assert db.cut_short(MM) == [third, fourth]
+    db.record_decision(MM, ms[0].config, "db", mode="never")  # this process's: ends the third
+    assert db.cut_short(MM) == [fourth]
+    db.record_decision(MM, ms[0].config, "tuned", mode="on_miss")
+    assert db.cut_short(MM) == []
+    third = db.record_decision(MM, ms[0].config, "tuning", mode="on_miss")
     # a mark of a process that is gone (as the decorator's resume sees it)
     import subprocess
     import sys

@@ -390,14 +390,17 @@ class Records(Store):
 
     def cut_short(self, workload: Workload) -> list[Decision]:
         """The marks (source ``"tuning"``) of ``workload``'s newest tunings on a miss that
-        recorded no end, oldest first: the ones after the last mark whose process went on to
-        record a decision. Empty where the newest tuning ended, or none began. One may still be
-        running: :meth:`Decision.process_ended` says whether its process is gone."""
+        recorded no end, oldest first: the ones after the last mark that ended, by a decision
+        of its own process after it or by any tuning's end (``"tuned"``) after it (processes
+        tuning one workload at once share its search). Empty where the newest tuning ended, or
+        none began. One may still be running: :meth:`Decision.process_ended` says whether its
+        process is gone."""
         decisions = self.decisions(workload, begun=True)
 
         def ended(mark: Decision) -> bool:
-            return any(d.source != "tuning" and (d.host, d.pid) == (mark.host, mark.pid)
-                       and d.decided_at >= mark.decided_at for d in decisions)
+            return any(d.source != "tuning" and d.decided_at >= mark.decided_at
+                       and (d.source == "tuned" or (d.host, d.pid) == (mark.host, mark.pid))
+                       for d in decisions)
 
         out: list[Decision] = []
         for d in reversed(decisions):
