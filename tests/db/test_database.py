@@ -662,6 +662,7 @@ def test_tunings_that_recorded_no_end_are_cut_short_until_one_ends(db: Database)
     first = db.record_decision(MM, ms[0].config, "tuning", mode="on_miss")
     assert db.decisions(MM) == [] and db.decisions(MM, begun=True) == [first]  # marks hidden
     assert db.cut_short(MM) == [first] and not first.process_ended()  # this process: running
+    assert first.by_this_process()
     other = db.record_decision(MM2, ms[0].config, "tuning")  # another workload's: its own
     second = db.record_decision(MM, ms[0].config, "tuning", mode="on_miss")
     assert db.cut_short(MM) == [first, second] and db.cut_short(MM2) == [other]
@@ -687,6 +688,7 @@ def test_tunings_that_recorded_no_end_are_cut_short_until_one_ends(db: Database)
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     dead = dataclasses.replace(third, pid=int(gone.stdout))
+    assert not dead.by_this_process()
     assert dead.process_ended() and not dataclasses.replace(third, host="elsewhere",
                                                             pid=dead.pid).process_ended()
 

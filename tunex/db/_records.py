@@ -142,6 +142,10 @@ class Decision:
     pid: int | None = None
     decided_at: float = 0.0
 
+    def by_this_process(self) -> bool:
+        """Whether this process recorded it."""
+        return (self.host, self.pid) == (_HOST, os.getpid())
+
     def process_ended(self) -> bool:
         """Whether the process that recorded this decision ran on this host and has ended
         (one of another host is taken as running: it cannot be asked)."""

@@ -4,7 +4,6 @@ nearest tuned workload, cost model, default; tuning on a miss when the mode says
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -197,12 +196,14 @@ class ResolutionMixin:
                 raise
             R.db_error(exc)
             best = None
-        resume = None
-        if best is not None and mode == "on_miss":
-            resume = self._interrupted(db, workload)
-        if best is not None and resume is None:
-            return best.config, "db", f"best in {db!r}, median {best.value:.4g} ms", {
-                "time_ms": best.value}
+        if best is not None:
+            resume = self._interrupted(db, workload) if mode == "on_miss" else None
+            if resume is None:
+                return best.config, "db", f"best in {db!r}, median {best.value:.4g} ms", {
+                    "time_ms": best.value}
+            # the search goes on where it stopped: what seeded its start is in its trials
+            log.info("%s %s: %s", self.name, dict(workload.problem), resume)
+            return None, "", "", {"seeds": [self.default_config(space)]}
         match = self._pack_match(workload, space)
         if match is not None:
             if mode != "on_miss" or match.tier == "exact":
@@ -221,8 +222,6 @@ class ResolutionMixin:
                 seeds.append(picked[0])
         default = self.default_config(space)
         if mode == "on_miss":
-            if resume is not None:
-                log.info("%s %s: %s", self.name, dict(workload.problem), resume)
             return None, "", "", {"seeds": [default, *seeds]}
         why = "no database row, pack or cost model for this workload"
         if mode == "pinned":
@@ -245,9 +244,8 @@ class ResolutionMixin:
         if not cut:
             return None  # never tuned on a miss here, or the newest tuning ended as it should
         last = cut[-1]
-        mine = (last.host, last.pid) == (socket.gethostname(), os.getpid())  # (misses are
-        # serialized by the kernel's lock: a tuning of this process is not running now)
-        if not (mine or last.process_ended()):
+        # (misses are serialized by the kernel's lock: one of this process is not running now)
+        if not (last.by_this_process() or last.process_ended()):
             return None  # still tuning in another process (or one of another host)
         trials = db.count(workload)
         if len(cut) > 1:
