@@ -1,6 +1,7 @@
 """Median trials to 95% on the 17 H100 Triton spaces: Optuna's samplers and random (stored
 runs) beside stored leave-one-out runs of `model` variants, and on how many spaces each
-variant's median is the lowest of five (ties counted).
+variant's median is the lowest of five (ties counted), and on how many no sampler is
+significantly faster (one-sided Mann-Whitney U run by run, Holm's correction over the four).
 
     python benchmarks/results/loo_compare/sampler_medians.py [--compare FILE] [--seeds N]
         FILE:VARIANT [FILE:VARIANT ...]
@@ -46,19 +47,29 @@ def main(argv: list[str]) -> None:
         runs = pooled.setdefault(name, {"runs": {name: {}}})["runs"][name]
         for space, by_seed in load(path)["loo"]["runs"].get(name, {}).items():
             runs.setdefault(space, {}).update(by_seed)
+    from scipy.stats import mannwhitneyu
+
     lowest = dict.fromkeys(pooled, 0)
+    unbeaten = dict.fromkeys(pooled, 0)
     for space in sorted(cmp["runs"]):
-        med = {st: float(np.median(se.compare_runs(cmp, space, st, args.seeds, 100)))
-               for st in OTHERS}
+        runs = {st: se.compare_runs(cmp, space, st, args.seeds, 100) for st in OTHERS}
+        med = {st: float(np.median(r)) for st, r in runs.items()}
         row = [space] + [f"{st.removeprefix('optuna:')} {m:g}" for st, m in med.items()]
         for name, doc in pooled.items():
             t = se.loo_runs(doc, name, space, args.seeds, 100)
             m = float(np.median(t))
-            row.append(f"{name} {m:g} ({len(t)} runs)")
+            faster = se.holm({st: float(mannwhitneyu(r, t, alternative="less").pvalue)
+                              for st, r in runs.items()})
+            row.append(f"{name} {m:g} ({len(t)} runs"
+                       + (f"; significantly faster: {', '.join(sorted(faster))})" if faster
+                          else ")"))
             lowest[name] += m <= min(med.values())
+            unbeaten[name] += not faster
         print(" | ".join(row))
-    print("lowest median of five:", ", ".join(f"{n} {k} of {len(cmp['runs'])}"
-                                             for n, k in lowest.items()))
+    n = len(cmp["runs"])
+    print("lowest median of five:", ", ".join(f"{v} {k} of {n}" for v, k in lowest.items()))
+    print("no sampler significantly faster:",
+          ", ".join(f"{v} {k} of {n}" for v, k in unbeaten.items()))
 
 
 if __name__ == "__main__":
