@@ -179,22 +179,28 @@ def test_a_kernel_left_hung_by_a_cancelled_measurement_is_ended_by_the_next(sshd
     _, wl = t.prepare("toy_axpy", {"N": 64})
     hung_art = t.build(wl, Config(UNROLL=1, mode="hang"))
     ok_art = t.build(wl, Config(UNROLL=1, mode="ok"))
-    proc = mp.get_context("fork").Process(target=_measure_in_own_group, args=(t, hung_art))
+    pid_file = Path(t.workdir) / "tunex-board.pid"
     try:
-        proc.start()
-        # started: the board's shell names the kernel's group once it has started it (the
-        # shell itself runs in the run's directory a moment before, and dies with the ssh)
-        # and the group named in its pid file leads a session of its own (`setsid` done: a
-        # fork of the shell not yet there dies with the ssh, and nothing is left hung)
-        pid_file = Path(t.workdir) / "tunex-board.pid"
-        end = time.monotonic() + 30
-        while not (_own_session(pid_file) and _on_board("tunex-board-")) and (
-                time.monotonic() < end):
-            time.sleep(0.2)
-        assert _on_board("tunex-board-"), "the hung kernel never started on the board"
-        os.killpg(proc.pid, 9)  # as the executor kills a worker: with the ssh it started
-        proc.join(10)
-        time.sleep(0.5)
+        # a kernel that dies with its ssh leaves nothing hung (fine, but not the case under
+        # test): seen now and then in CI on a loaded machine, so up to three tries
+        for _ in range(3):
+            proc = mp.get_context("fork").Process(target=_measure_in_own_group,
+                                                  args=(t, hung_art))
+            proc.start()
+            # started: the board's shell names the kernel's group once it has started it
+            # (the shell itself runs in the run's directory a moment before, and dies with
+            # the ssh) and the group named in its pid file leads a session of its own
+            # (`setsid` done: a fork of the shell not yet there dies with the ssh)
+            end = time.monotonic() + 30
+            while not (_own_session(pid_file) and _on_board("tunex-board-")) and (
+                    time.monotonic() < end):
+                time.sleep(0.2)
+            assert _on_board("tunex-board-"), "the hung kernel never started on the board"
+            os.killpg(proc.pid, 9)  # as the executor kills a worker: with the ssh it started
+            proc.join(10)
+            time.sleep(0.5)
+            if _on_board("tunex-board-"):
+                break
         assert _on_board("tunex-board-"), "still spinning on the board before the next"
         assert t.measure(ok_art).ok
         assert not _on_board("tunex-board-")
