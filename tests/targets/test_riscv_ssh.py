@@ -110,6 +110,12 @@ def test_a_board_over_ssh_runs_checks_and_times(sshd, tmp_path):
     crash = t.measure(t.build(wl, Config(UNROLL=1, mode="crash")))
     assert crash.status is Status.RUNTIME_ERROR
     assert not list(tmp_path.glob("tunex-board-*"))  # every run cleaned its directory
+    # a run cancelled before its shell could remove its directory: the next run removes it
+    (tmp_path / "tunex-board-0123456789ab").mkdir()
+    (tmp_path / "tunex-board-0123456789ab" / "kernel.bin").write_bytes(b"\0" * 64)
+    assert t.measure(t.build(wl, Config(UNROLL=2, mode="ok"))).ok
+    assert not list(tmp_path.glob("tunex-board-*"))
+    assert (tmp_path / "tunex-board.pid").exists() is False
 
 
 def test_an_unreachable_or_rebooting_board_is_a_recorded_failure(sshd):

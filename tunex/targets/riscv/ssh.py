@@ -111,7 +111,8 @@ class RiscvSSHTarget(CrossTarget):
         # kernel runs in a process group of its own, named in a file of the board's workdir,
         # and the next measurement kills a group left there (a board measures one kernel at
         # a time, so one left is a hung one) before it starts; the board's `timeout` ends it
-        # in any case shortly after this side's limit
+        # in any case shortly after this side's limit; and the run directories left there (a
+        # cancelled run whose shell died before it could remove its own) go with it
         limit = math.ceil(self.timeout) + 5
         pid = shlex.quote(f"{self.workdir.rstrip('/')}/tunex-board.pid")
         # (the group only while its leader still runs in that run's directory, where the
@@ -120,7 +121,7 @@ class RiscvSSHTarget(CrossTarget):
                   f"{{ [ ! -e /proc/$tx_g/cwd ] || [ \"$(readlink /proc/$tx_g/cwd)\" = "
                   f"\"$tx_d\" ]; }} && kill -KILL -- -$tx_g; rm -rf \"$tx_d\";; esac "
                   f"2>/dev/null; "
-                  f"rm -f {pid}; "
+                  f"rm -f {pid}; rm -rf {shlex.quote(self.workdir.rstrip('/'))}/tunex-board-*; "
                   f"mkdir -p {shlex.quote(remote)} && cd {shlex.quote(remote)} && tar xf - && "
                   f"tx_t=; timeout -s KILL 1 true 2>/dev/null && tx_t='timeout -s KILL {limit}'; "
                   f"tx_s=; command -v setsid >/dev/null && tx_s=setsid; "
