@@ -173,6 +173,44 @@ def test_the_design_proposes_the_middle_of_the_ranges_once_on_small_spaces():
             get_strategy("model", small, middle_at=bad)
 
 
+def test_a_best_config_that_holds_has_its_neighbourhood_completed():
+    """Once the best config has held for ``complete_local`` trials, the next proposals are its
+    untried one-step neighbours until none is left (so a search never sits beside a better
+    config one step from its best); a new best restarts the count."""
+    s = space()
+    top = Config(bx=8, by=8, t=3, alg="b")  # smooth's optimum
+    start = Config(bx=8, by=4, t=4, alg="b")  # one step from it in two parameters
+    for k in (0, 3):
+        st = get_strategy("model", s, seed=1, complete_local=k)
+        told = [c for c in s.sample(40, np.random.default_rng(7)) if c not in (top, start)][:12]
+        st.tell([Measurement(start, Status.OK, (0.5,))])  # the best, held from the start
+        st.tell([Measurement(c, Status.OK, (smooth(c),)) for c in told])
+        near = set(s.neighbours(start))
+        got = []
+        while len(got) < len(near):
+            c = st.ask(1)[0]
+            got.append(c)
+            st.tell([Measurement(c, Status.OK, (smooth(c),))])  # none beats start's
+        assert set(got) == near, k  # every neighbour, before anything else
+    # not before the best has held k trials, and not before the initial design is told
+    st = get_strategy("model", s, seed=1, complete_local=3)
+    st.tell([Measurement(start, Status.OK, (0.5,))])
+    assert st._complete([]) is None  # below n_init
+    st.tell([Measurement(c, Status.OK, (smooth(c),)) for c in told[:9]])  # n_init, 10, told
+    assert st._complete([]) in near
+    st.tell([Measurement(top, Status.OK, (0.1,))])  # a new best: its count starts again
+    assert st._complete([]) is None
+    # None: the arms alone (no neighbour poll, whatever has held)
+    off = get_strategy("model", s, seed=1, complete_local=None)
+    off.tell([Measurement(start, Status.OK, (0.5,))])
+    off.tell([Measurement(c, Status.OK, (smooth(c),)) for c in told[:9]])
+    assert off._complete([]) is None
+    assert get_strategy("model", s).complete_local == 1  # the default
+    for bad in (-1, 2.5, True, "3"):
+        with pytest.raises(ValueError, match="complete_local"):
+            get_strategy("model", s, complete_local=bad)
+
+
 def test_the_model_leads_only_where_it_predicts():
     s = space()
     learnable = get_strategy("model", s, seed=0)
@@ -183,7 +221,9 @@ def test_the_model_leads_only_where_it_predicts():
     # function of it: judged over several seeds, not by whether three draws fell below 0.5
     shares, rhos = [], []
     for seed in range(8):
-        noise = get_strategy("model", s, seed=seed)
+        # the gate alone: the neighbour poll (complete_local) picks what is measured, not
+        # whether the model leads, and its clustered trials move this draw
+        noise = get_strategy("model", s, seed=seed, complete_local=None)
         search(noise, scrambled, 40)
         assert noise.rho_ is not None and abs(noise.rho_) < 0.5
         rhos.append(noise.rho_)
