@@ -738,9 +738,16 @@ class ModelSearch(SearchStrategy):
         elif self.local_moves == "region" and ok:
             near.update(c for c in self._region(ok[0].config)
                         if self._fresh(c) and c not in taken)
-        if not near or self._model is None:
+        return self._favourite(near)
+
+    def _favourite(self, configs: Collection[Config]) -> Config | None:
+        """The model's favourite of ``configs`` (fit first where stale; ``None``: none)."""
+        if not configs:
             return None
-        cands = sorted(near, key=lambda c: c.key)  # a set's order varies between processes
+        if self._stale() or self._model is None:
+            self._fit()
+        assert self._model is not None  # set by every fit
+        cands = sorted(configs, key=lambda c: c.key)  # a set's order varies between processes
         scores = self._model.predict(np.vstack([self._row(c) for c in cands]))
         return cands[int(np.argmax(scores))]
 
@@ -758,16 +765,8 @@ class ModelSearch(SearchStrategy):
                 held += 1
         if best is None or held < self.complete_local:
             return None
-        near = sorted((c for c in self.space.neighbours(best.config)
-                       if self._fresh(c) and c not in taken), key=lambda c: c.key)
-        if not near:
-            return None
-        if self._stale() or self._model is None:
-            self._fit()
-        if self._model is None:
-            return near[0]
-        scores = self._model.predict(np.vstack([self._row(c) for c in near]))
-        return near[int(np.argmax(scores))]
+        return self._favourite([c for c in self.space.neighbours(best.config)
+                                if self._fresh(c) and c not in taken])
 
     def _region(self, center: Config, limit: int = 2048, draws: int = 256) -> list[Config]:
         """Valid points in the trust region around ``center``: each ordered parameter within

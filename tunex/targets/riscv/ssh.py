@@ -101,7 +101,8 @@ class RiscvSSHTarget(CrossTarget):
 
     def run(self, binary: Path, argv: Sequence[str], cwd: Path) -> RunResult:
         t0 = time.perf_counter()
-        remote = f"{self.workdir.rstrip('/')}/tunex-board-{uuid.uuid4().hex[:12]}"
+        workdir = self.workdir.rstrip("/")
+        remote = f"{workdir}/tunex-board-{uuid.uuid4().hex[:12]}"
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             tar.add(binary, arcname="kernel.bin")
@@ -111,17 +112,17 @@ class RiscvSSHTarget(CrossTarget):
         # kernel runs in a process group of its own, named in a file of the board's workdir,
         # and the next measurement kills a group left there (a board measures one kernel at
         # a time, so one left is a hung one) before it starts; the board's `timeout` ends it
-        # in any case shortly after this side's limit; and the run directories left there (a
-        # cancelled run whose shell died before it could remove its own) go with it
+        # in any case shortly after this side's limit; then every run directory left there
+        # goes (the hung run's, and a cancelled run's whose shell died before removing it)
         limit = math.ceil(self.timeout) + 5
-        pid = shlex.quote(f"{self.workdir.rstrip('/')}/tunex-board.pid")
+        pid = shlex.quote(f"{workdir}/tunex-board.pid")
         # (the group only while its leader still runs in that run's directory, where the
         # board has /proc to tell: a group ended by the board's `timeout` may lend its id)
         script = (f"[ -s {pid} ] && read tx_g tx_d < {pid} && case $tx_d in */tunex-board-*) "
                   f"{{ [ ! -e /proc/$tx_g/cwd ] || [ \"$(readlink /proc/$tx_g/cwd)\" = "
-                  f"\"$tx_d\" ]; }} && kill -KILL -- -$tx_g; rm -rf \"$tx_d\";; esac "
+                  f"\"$tx_d\" ]; }} && kill -KILL -- -$tx_g;; esac "
                   f"2>/dev/null; "
-                  f"rm -f {pid}; rm -rf {shlex.quote(self.workdir.rstrip('/'))}/tunex-board-*; "
+                  f"rm -f {pid}; rm -rf {shlex.quote(workdir)}/tunex-board-*; "
                   f"mkdir -p {shlex.quote(remote)} && cd {shlex.quote(remote)} && tar xf - && "
                   f"tx_t=; timeout -s KILL 1 true 2>/dev/null && tx_t='timeout -s KILL {limit}'; "
                   f"tx_s=; command -v setsid >/dev/null && tx_s=setsid; "
