@@ -438,19 +438,22 @@ def code_of(strategy: str) -> str:
 
 
 class Results:
-    """The JSON results file, written after every finished run (atomically)."""
+    """The JSON results file, written after every finished run (atomically); gzip'd where
+    its name ends in ``.gz`` (either is read)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.doc: dict[str, Any] = {"format": 1, "spaces": {}, "runs": {}, "transfer": {},
                                     "overhead": None, "sessions": []}
         if path.exists():
-            self.doc.update(json.loads(path.read_text()))
+            raw = path.read_bytes()
+            self.doc.update(json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw))
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.doc, indent=1, sort_keys=True) + "\n")
+        data = (json.dumps(self.doc, indent=1, sort_keys=True) + "\n").encode()
+        tmp.write_bytes(gzip.compress(data, mtime=0) if self.path.suffix == ".gz" else data)
         tmp.replace(self.path)
 
     def run(self, space: str, strategy: str, seed: int) -> dict[str, Any] | None:

@@ -450,3 +450,19 @@ def test_chained_sources_warm_start_each_sibling_from_those_before_it():
     assert len(out["pnpoly/B"]["_measurements"]) == 6
     assert min(first, key=lambda m: m.value).config in [
         m.config for m in out["pnpoly/B"]["_measurements"][:2]]
+
+
+def test_a_results_file_named_gz_is_gzipped_and_either_kind_reads_back(tmp_path):
+    """``--out runs.json.gz`` writes gzip (a file so named that is plain JSON trips every
+    reader that trusts the name); a plain or gzip'd file of either name reads back."""
+    se = bench()
+    for name in ("runs.json.gz", "runs.json"):
+        path = tmp_path / name
+        r = se.Results(path)
+        r.put_run("pnpoly/A", "model", 3, {"trials": 7})
+        r.save()
+        raw = path.read_bytes()
+        assert (raw[:2] == b"\x1f\x8b") == name.endswith(".gz")
+        assert se.Results(path).run("pnpoly/A", "model", 3) == {"trials": 7}
+    (tmp_path / "plain.json.gz").write_bytes((tmp_path / "runs.json").read_bytes())
+    assert se.Results(tmp_path / "plain.json.gz").run("pnpoly/A", "model", 3) == {"trials": 7}

@@ -30,9 +30,8 @@ OTHERS = ["optuna:tpe", "optuna:cmaes", "optuna:qmc", "random"]
 
 def load(path: str) -> dict:
     p = Path(path) if Path(path).exists() else HERE / path
-    opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p) as f:
-        return json.load(f)
+    raw = p.read_bytes()
+    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
 
 
 def main(argv: list[str]) -> None:
