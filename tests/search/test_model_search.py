@@ -144,10 +144,11 @@ def test_the_design_covers_each_parameters_values_on_small_spaces():
             get_strategy("model", small, design=bad)
 
 
-def test_the_design_proposes_the_middle_of_the_ranges_once_on_small_spaces():
-    """On a small space the design's seventh proposal (``middle_at=6``) is the config at the
-    middle of every ordered range, where a kernel's good tiles often lie and a space-filling
-    design seldom goes; on a space of more than 2,048 points nothing changes."""
+def test_the_design_proposes_the_middle_of_the_ranges_once():
+    """The design's seventh proposal (``middle_at=6``) is the config at the middle of every
+    ordered range, where a kernel's good tiles often lie and a space-filling design seldom
+    goes: on a small space the pool's config nearest to it, on a large one (whose design pool
+    seldom holds it) the middle itself, or the pool's nearest where the middle is invalid."""
 
     small = Space([Int("bx", 1, 3), Int("by", 1, 3), Int("t", 1, 3), Choice("alg", ["a", "b"])])
     assert small.size <= 64  # the design's pool holds every point not yet proposed
@@ -166,8 +167,24 @@ def test_the_design_proposes_the_middle_of_the_ranges_once_on_small_spaces():
     big = Space([Pow2("bx", 1, 1024), Pow2("by", 1, 1024), Int("t", 1, 32),
                  Choice("alg", ["a", "b"])])
     assert big.size > 2048
-    for seed in range(3):
-        assert first(big, seed, 8) == first(big, seed, 8, middle_at=None)
+    for seed in range(5):
+        got, plain = first(big, seed, 8), first(big, seed, 8, middle_at=None)
+        assert got[:6] == plain[:6] and got[6] != plain[6]
+        # a pool of 64 draws seldom holds it: the middle itself (t: one of its two middles)
+        assert (got[6]["bx"], got[6]["by"]) == (32, 32) and got[6]["t"] in (16, 17)
+
+    # where the middle is no valid point, the pool's config nearest to it
+    bounded = Space([Pow2("bx", 1, 1024), Pow2("by", 1, 1024), Int("t", 1, 32),
+                     Choice("alg", ["a", "b"])], ["bx * by <= 512"])
+    assert bounded.size > 2048
+
+    def off(c: Config) -> float:
+        return sum(abs(p.index(c[p.name]) / (len(p.values) - 1) - 0.5)
+                   for p in bounded.params if p.ordered)
+
+    for seed in range(5):
+        c, plain = first(bounded, seed, 8)[6], first(bounded, seed, 8, middle_at=None)[6]
+        assert c in bounded and off(c) < min(off(plain), 0.5)
     for bad in (-1, 2.5, True, "6"):
         with pytest.raises(ValueError, match="middle_at"):
             get_strategy("model", small, middle_at=bad)

@@ -5,8 +5,9 @@ uniform valid samples: on larger spaces the farthest, in the space's encoding, f
 measured or pending (maximin); on spaces small enough that the pool is a large share of them,
 the least crowded in every parameter's own values (MaxPro, Joseph, Gul and Ba 2015: the design's
 points cover each parameter's values, not only the corners), the configs within 5% of the
-best so far do not push it away, and its seventh proposal is the config nearest the middle of
-the ordered ranges (where CMA-ES starts, and a GPU kernel's good tiles often lie).
+best so far do not push it away. Its seventh proposal is the config at the middle of the
+ordered ranges (where CMA-ES starts, and a GPU kernel's good tiles often lie): on small spaces
+the pool's config nearest to it, on larger ones, whose pool seldom holds it, the middle itself.
 The model only takes over as far as it has earned it: at every evidence check the ranker is
 refitted on two thirds of the trials and scored on the held-back third (three folds, Spearman
 rank correlation between its scores and the measured times, failures last), and the share of
@@ -283,19 +284,26 @@ class ModelSearch(SearchStrategy):
             seven RVV spaces recorded after the choice, 40 seeds: +0.056 (p 0.33); the one easy
             space where uniform sampling was significantly faster, 1.44x -> 1.18x its
             expectation over 100 seeds (RESULTS.md).
-        middle_at: on spaces where the design's pool is at least 1/32 of the valid points (at
-            most 2,048), the design's proposal made once this many configs are measured or
-            pending is the pool config nearest the middle of the ordered parameters' ranges
-            (least summed ``|position / (values - 1) - 0.5|``), where CMA-ES starts its search:
-            a GPU kernel's good tiles often lie there, away from the corners a space-filling
-            design favours. Late enough that an easy space is mostly solved before it (a
-            reduction's best block is at an end), early enough that the model has it at its
-            first evidence check. ``None``: no such proposal. Leave-one-out, cold, the 57 spaces
-            of at most 2,048 points, seeds 0-39, paired against ``None``: +0.047 mean log2 of
-            trials to 95% (p 0.002), 95% within 20 trials in 1,905 runs against 1,845 of 2,280,
-            flash attention +0.33 and no family below -0.03; at ``3`` the RVV sgemm spaces,
-            whose best configs are at the corners, lost 0.13. A first search from the prior:
-            330 against 327 of 340 runs within 20 (RESULTS.md).
+        middle_at: the design's proposal made once this many configs are measured or pending
+            is the config at the middle of the ordered parameters' ranges, where CMA-ES
+            starts its search: a GPU kernel's good tiles often lie there, away from the
+            corners a space-filling design favours. On spaces where the design's pool is at
+            least 1/32 of the valid points (at most 2,048) the pool config nearest the middle
+            (least summed ``|position / (values - 1) - 0.5|``); on larger ones, whose pool
+            seldom holds a config near it, the middle itself (each ordered parameter of at
+            least three values at its middle value, one of two middles at random; the pool's
+            nearest where that is invalid or measured). Late enough that an easy space is
+            mostly solved before it (a reduction's best block is at an end), early enough that
+            the model has it at its first evidence check. ``None``: no such proposal.
+            Leave-one-out, cold, the 57 spaces of at most 2,048 points, seeds 0-39, paired
+            against ``None``: +0.047 mean log2 of trials to 95% (p 0.002), 95% within 20
+            trials in 1,905 runs against 1,845 of 2,280, flash attention +0.33 and no family
+            below -0.03; at ``3`` the RVV sgemm spaces, whose best configs are at the corners,
+            lost 0.13. A first search from the prior: 330 against 327 of 340 runs within 20.
+            The larger spaces, seeds 0-39, against no such proposal there: conv3x3's four H100
+            shapes +0.55 (within 100 in 134 runs against 113 of 160), the 17 others +0.035
+            (p 0.17; gemm_leaky +0.27, CLBlast's GEMM -0.12, pnpoly -0.11); the pool's nearest
+            there instead gained nothing (+0.001, RESULTS.md).
         complete_local: once the best config has held for this many trials after the initial
             design, the next proposals are its untried one-step neighbours (see
             :meth:`~tunex.space.Space.neighbours`), the model's favourite first, until none is
@@ -888,10 +896,10 @@ class ModelSearch(SearchStrategy):
         pool = self.space.sample(1 if self.design == "random" else _DESIGN_POOL, self.rng,
                                  exclude=seen)
         small = _DESIGN_POOL >= _SMALL * self.space.size
-        if small and self.design != "random" and pool and len(seen) == self.middle_at:
-            middle = self._off_middle(pool)
+        if self.design != "random" and pool and len(seen) == self.middle_at:
+            middle = self._middle(pool, seen, exact=not small)
             if middle is not None:
-                return pool[int(np.argmin(middle))]
+                return middle
         if len(pool) <= 1 or not seen:
             return pool[0] if pool else None
         repel = seen
@@ -918,6 +926,28 @@ class ModelSearch(SearchStrategy):
         return np.array([[p.index(c[p.name]) / max(len(p.values) - 1, 1) if p.ordered
                           else float(p.index(c[p.name])) for p in self.space.params]
                          for c in configs], dtype=np.float64)
+
+    def _middle(self, pool: Sequence[Config], seen: Collection[Config],
+                exact: bool) -> Config | None:
+        """The pool config nearest the middle of the ordered ranges (``None``: no ordered
+        parameter of three values). ``exact`` (a pool that is a small share of the space
+        seldom holds it): the config with each ordered parameter of at least three values at
+        its middle value (one of two middles at random), the others as in the pool's nearest,
+        unless that is no valid point or is ``seen``."""
+        off = self._off_middle(pool)
+        if off is None:
+            return None
+        near = pool[int(np.argmin(off))]
+        if not exact:
+            return near
+        values = dict(near)
+        for p in self.space.params:
+            if p.ordered and len(p.values) > 2:
+                n = len(p.values)
+                values[p.name] = p.values[(n - 1) // 2 + (int(self.rng.integers(2))
+                                                          if n % 2 == 0 else 0)]
+        middle = Config(values)
+        return middle if middle in self.space and middle not in seen else near
 
     def _off_middle(self, pool: Sequence[Config]) -> np.ndarray | None:
         """Each pool config's summed distance from the middle of the ordered parameters'
