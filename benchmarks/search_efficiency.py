@@ -437,6 +437,12 @@ def code_of(strategy: str) -> str:
     return tunex_code()
 
 
+def read_json(path: Path) -> Any:
+    """A JSON file, gzip'd or not (told by its first bytes, not its name)."""
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+
+
 class Results:
     """The JSON results file, written after every finished run (atomically); gzip'd where
     its name ends in ``.gz`` (either is read)."""
@@ -446,8 +452,7 @@ class Results:
         self.doc: dict[str, Any] = {"format": 1, "spaces": {}, "runs": {}, "transfer": {},
                                     "overhead": None, "sessions": []}
         if path.exists():
-            raw = path.read_bytes()
-            self.doc.update(json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw))
+            self.doc.update(read_json(path))
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

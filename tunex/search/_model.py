@@ -338,16 +338,12 @@ class ModelSearch(SearchStrategy):
                  near_best: float | None = _SMALL, middle_at: int | None = 6,
                  complete_local: int | None = 1) -> None:
         super().__init__(space, seed=seed)
-        if complete_local is not None and (isinstance(complete_local, bool)
-                                           or not isinstance(complete_local, int)
-                                           or complete_local < 0):
-            raise ValueError(f"complete_local must be None or a count of trials (0 or more), "
-                             f"not {complete_local!r}")
+        for name, count in (("complete_local", complete_local), ("middle_at", middle_at)):
+            if count is not None and (isinstance(count, bool) or not isinstance(count, int)
+                                      or count < 0):
+                raise ValueError(f"{name} must be None or a count of trials (0 or more), not "
+                                 f"{count!r}")
         self.complete_local = complete_local
-        if middle_at is not None and (isinstance(middle_at, bool)
-                                      or not isinstance(middle_at, int) or middle_at < 0):
-            raise ValueError(f"middle_at must be None or a count of trials (0 or more), not "
-                             f"{middle_at!r}")
         self.middle_at = middle_at
         if design not in ("auto", "maximin", "maxpro", "random"):
             raise ValueError(f"design must be 'auto', 'maximin', 'maxpro' or 'random', "

@@ -14,8 +14,6 @@ seeds 0-19 from one and 20-39 from another); `--seeds N` reads seeds 0..N-1 of e
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import sys
 from pathlib import Path
 
@@ -30,8 +28,7 @@ OTHERS = ["optuna:tpe", "optuna:cmaes", "optuna:qmc", "random"]
 
 def load(path: str) -> dict:
     p = Path(path) if Path(path).exists() else HERE / path
-    raw = p.read_bytes()
-    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    return se.read_json(p)
 
 
 def main(argv: list[str]) -> None:
