@@ -925,33 +925,26 @@ class ModelSearch(SearchStrategy):
 
     def _middle(self, pool: Sequence[Config], seen: Collection[Config],
                 exact: bool) -> Config | None:
-        """The pool config nearest the middle of the ordered ranges (``None``: no ordered
-        parameter of three values). ``exact`` (a pool that is a small share of the space
-        seldom holds it): the config with each ordered parameter of at least three values at
-        its middle value (one of two middles at random), the others as in the pool's nearest,
-        unless that is no valid point or is ``seen``."""
-        off = self._off_middle(pool)
-        if off is None:
+        """The pool config nearest the middle of the ordered ranges (least summed
+        ``|position / (values - 1) - 0.5|`` over the ordered parameters of at least three
+        values; ``None``: the space has none). ``exact`` (a pool that is a small share of the
+        space seldom holds it): the config with each of those parameters at its middle value
+        (one of two middles at random), the others as in the pool's nearest, unless that is
+        no valid point or is ``seen``."""
+        mid = [p.ordered and len(p.values) > 2 for p in self.space.params]
+        if not any(mid):
             return None
-        near = pool[int(np.argmin(off))]
+        near = pool[int(np.argmin(np.abs(self._positions(pool)[:, mid] - 0.5).sum(1)))]
         if not exact:
             return near
         values = dict(near)
-        for p in self.space.params:
-            if p.ordered and len(p.values) > 2:
+        for p, m in zip(self.space.params, mid):
+            if m:
                 n = len(p.values)
                 values[p.name] = p.values[(n - 1) // 2 + (int(self.rng.integers(2))
                                                           if n % 2 == 0 else 0)]
         middle = Config(values)
         return middle if middle in self.space and middle not in seen else near
-
-    def _off_middle(self, pool: Sequence[Config]) -> np.ndarray | None:
-        """Each pool config's summed distance from the middle of the ordered parameters'
-        ranges (parameters of at least three values), ``None`` where the space has none."""
-        mid = np.array([p.ordered and len(p.values) > 2 for p in self.space.params])
-        if not mid.any():
-            return None
-        return np.abs(self._positions(pool)[:, mid] - 0.5).sum(1)
 
     def _crowding(self, pool: Sequence[Config], seen: Sequence[Config]) -> np.ndarray:
         """MaxPro's criterion for each pool config against ``seen`` (Joseph, Gul and Ba 2015),
