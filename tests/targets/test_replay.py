@@ -455,3 +455,29 @@ def test_a_replay_target_pickles_with_its_constraints(tmp_path):
         back = pickle.loads(bytes(ForkingPickler.dumps(target)))
         assert back.space.size == target.space.size
         assert set(back.space) == set(target.space)
+
+
+def test_named_values_replay_unordered_and_numbers_ordered(tmp_path):
+    """A recording lists a parameter's values in whatever order it was written in; names (a
+    loop order, a code style) have no order, so a replay gives them the geometry a kernel
+    declaring them as a ``Choice`` gets: every other name is one step away."""
+    doc = {
+        "device_name": "toy", "kernel_name": "toy", "problem_size": [8],
+        "tune_params_keys": ["order", "U"],
+        "tune_params": {"order": ["kij", "ijk", "jik"], "U": [4, 1, 2]},
+        "cache": {f"{o},{u}": {"order": o, "U": u, "time": 1.0 + u + len(o), "times": [1.0]}
+                  for o in ("kij", "ijk", "jik") for u in (4, 1, 2)},
+    }
+    p = tmp_path / "toy.json"
+    p.write_text(json.dumps(doc))
+    space = ReplayTarget(p).space
+    order, unroll = space.param("order"), space.param("U")
+    assert not order.ordered and unroll.ordered
+    assert sorted(order.neighbours("kij")) == ["ijk", "jik"]  # not only "ijk", the next listed
+    assert unroll.neighbours(1) == [4, 2]  # numbers keep their recorded order
+    definition = tmp_path / "toy_def.json"
+    definition.write_text(json.dumps({"ConfigurationSpace": {"TuningParameters": [
+        {"Name": "order", "Type": "string", "Values": ["kij", "ijk", "jik"]},
+        {"Name": "U", "Type": "int", "Values": [4, 1, 2]}], "Conditions": []}}))
+    t1 = ReplayTarget(p, definition=definition).space
+    assert not t1.param("order").ordered and t1.param("U").ordered

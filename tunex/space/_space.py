@@ -624,7 +624,7 @@ class Space:
             raise SpaceError(f"{path}: not a readable T1 space definition ({e})") from None
         if values:
             declared.update({k: list(v) for k, v in values.items()})
-        params = [Choice(n, vs, ordered=True) for n, vs in declared.items() if len(vs) > 1]
+        params = [Choice(n, vs) for n, vs in declared.items() if len(vs) > 1]  # names unordered
         consts = {n: vs[0] for n, vs in declared.items() if len(vs) == 1}
         return cls(params, conds, problem=list(consts), bound=consts,
                    name=Path(path).stem)
