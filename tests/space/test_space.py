@@ -387,3 +387,20 @@ def test_a_value_outside_a_large_domain_is_named_in_a_short_message():
         with pytest.raises(SpaceError, match="is not a value of") as info:
             space.neighbours(value)
         assert len(str(info.value)) < 500 and "more ..." in str(info.value)
+
+
+def test_a_choice_declared_against_the_rule_keeps_its_order_through_json():
+    """Names declared ordered (sizes "S" < "M" < "L") and numbers declared unordered (codes)
+    came back from a database's declared space with the default rule: a resumed or exported
+    search stepped between other neighbours than the kernel's."""
+    s = Space([Choice("size", ["S", "M", "L"], ordered=True),
+               Choice("algo", [3, 1, 2], ordered=False), Choice("u", [1, 2, 4])])
+    d = json.loads(json.dumps(s.to_dict()))
+    assert "ordered" not in d["params"][2]  # the rule's own choice is not written
+    s2 = Space.from_dict(d)
+    assert [p.ordered for p in s2.params] == [True, False, True]
+    assert s2.param("size").neighbours("S") == ["M"]
+    assert sorted(s2.param("algo").neighbours(3)) == [1, 2]
+    d["params"][0]["ordered"] = "yes"
+    with pytest.raises(SpaceError, match=r"malformed space declaration.*ordered"):
+        Space.from_dict(d)

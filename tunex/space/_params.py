@@ -215,6 +215,12 @@ class Choice(Param):
     def encode(self, value: Any) -> list[float]:
         return [float(value)] if self.numeric else [float(self.index(value))]
 
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        if self.ordered != self.numeric:  # declared against the rule: kept, or a reload loses it
+            d["ordered"] = self.ordered
+        return d
+
 
 class Bool(Param):
     """``False`` or ``True``."""

@@ -64,6 +64,13 @@ def _flag(value: Any) -> bool:
     raise TypeError(f"Bool default {value!r} is not true or false")
 
 
+def _ordered(value: Any) -> bool | None:
+    """A declared Choice's ``ordered``: absent (the rule: numbers ordered), true or false."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise TypeError(f"Choice 'ordered' {value!r} is not true or false")
+
+
 def _below(gen: np.random.Generator, size: int) -> int:
     """A uniform integer in [0, size), also past numpy's int64 (spaces of 10^24 points)."""
     if size < 2**62:
@@ -576,16 +583,18 @@ class Space:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Space:
         kinds: dict[str, Callable[..., Param]] = {
-            "Int": lambda n, vs, dflt: Choice(n, vs, ordered=True, default=dflt),
-            "Pow2": lambda n, vs, dflt: Pow2(n, min(vs), max(vs), default=dflt),
-            "Choice": lambda n, vs, dflt: Choice(n, [config_value(v) for v in vs],
-                                                  default=config_value(dflt)),
-            "Bool": lambda n, vs, dflt: Bool(n, default=_flag(dflt)),
-            "Permutation": lambda n, vs, dflt: Permutation(
+            "Int": lambda n, vs, dflt, _: Choice(n, vs, ordered=True, default=dflt),
+            "Pow2": lambda n, vs, dflt, _: Pow2(n, min(vs), max(vs), default=dflt),
+            "Choice": lambda n, vs, dflt, ordered: Choice(
+                n, [config_value(v) for v in vs], default=config_value(dflt),
+                ordered=_ordered(ordered)),
+            "Bool": lambda n, vs, dflt, _: Bool(n, default=_flag(dflt)),
+            "Permutation": lambda n, vs, dflt, _: Permutation(
                 n, vs[0], default=None if dflt is None else tuple(dflt)),
         }
         try:
-            params = [kinds[p["kind"]](p["name"], p["values"], p.get("default"))
+            params = [kinds[p["kind"]](p["name"], p["values"], p.get("default"),
+                                       p.get("ordered"))
                       for p in d["params"]]
             problem = d.get("problem", ())
             if isinstance(problem, str):  # "MN" would read as the sizes M and N
