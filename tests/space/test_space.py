@@ -404,3 +404,14 @@ def test_a_choice_declared_against_the_rule_keeps_its_order_through_json():
     d["params"][0]["ordered"] = "yes"
     with pytest.raises(SpaceError, match=r"malformed space declaration.*ordered"):
         Space.from_dict(d)
+
+
+def test_an_order_recorded_as_one_string_encodes_as_its_tuple():
+    """The shipped RVV recordings write a loop order as "kij"; a live kernel's Permutation
+    holds ('k', 'i', 'j'): a warm start from them lost the order (nan) in every config."""
+    s = Space([Permutation("order", ("i", "j", "k")), Choice("u", [1, 2])])
+    rows = s.encode([{"order": "kij", "u": 2}, {"order": ("k", "i", "j"), "u": 2},
+                     {"order": "kix", "u": 2}, {"order": "ijkk", "u": 1}], partial=True)
+    assert np.array_equal(rows[0], rows[1]) and not np.isnan(rows[0]).any()
+    assert np.isnan(rows[2][:3]).all() and np.isnan(rows[3][:3]).all()  # not an order of them
+    assert "kij" not in s.param("order")  # a config still holds the tuple, not the string

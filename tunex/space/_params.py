@@ -258,6 +258,15 @@ class Permutation(Param):
     def encode(self, value: Any) -> list[float]:
         return [float(value.index(item)) for item in self.items]
 
+    def encode_any(self, value: Any) -> list[float]:
+        """Also an order written out as one string of one-letter items (``"kij"``: recordings
+        in the Kernel Tuner format key on ``str(value)``, and the RVV recordings tunex ships
+        wrote their loop orders so), placed where its tuple is."""
+        if (isinstance(value, str) and all(isinstance(i, str) and len(i) == 1 for i in self.items)
+                and tuple(value) in self):
+            return self.encode(tuple(value))
+        return super().encode_any(value)
+
     def neighbours(self, value: Any) -> list[Any]:
         self.index(value)
         out = []
