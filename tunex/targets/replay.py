@@ -421,8 +421,7 @@ class ReplayTarget(Target):
             s.name = name
             self.declared = s
             return s
-        # Choice's own rule, as a kernel declaring these values would get: numbers are ordered,
-        # names (a loop order, a code style) are not, whatever order the recording lists them in
+        # Choice's own rule (numbers ordered, names not): see the module's docstring
         params = [Choice(k, v) for k, v in self.values.items() if len(v) > 1]
         if not params:
             fixed = ", ".join(f"{k}={v[0]!r}" for k, v in self.values.items() if v)
